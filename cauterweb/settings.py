@@ -1,0 +1,263 @@
+"""One settings module, driven by the environment (SPEC §16).
+
+With no DATABASE_URL and no CELERY_BROKER_URL the app runs on an SQLite file under var/ and
+executes Celery tasks eagerly, so a fresh clone can run the demo with one command. A value that
+does not parse stops start-up with a message naming the variable.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CAUTERWEB_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if value != value or value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be a number ≥ {minimum}")
+    return value
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be ≥ {minimum}")
+    return value
+
+
+def env_callable_or_url(name: str) -> str:
+    """A dotted `package.module:function` path or an http(s):// URL (SPEC §14); checked here,
+    imported lazily by the engine so a typo fails at start-up and not in the middle of a round."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return ""
+    if raw.startswith(("http://", "https://")):
+        return raw
+    module, sep, attr = raw.partition(":")
+    if not sep or not module or not attr or not all(
+        part.isidentifier() for part in module.split(".") + attr.split(".")
+    ):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} must be a dotted path 'package.module:function' or an http(s):// URL"
+        )
+    return raw
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    # Never a committed secret: without SECRET_KEY, a random key is made once and kept in var/
+    # (git-ignored), so the web process and the Celery workers of one machine agree on it.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(os.urandom(32).hex())
+        key_file.chmod(0o600)
+    SECRET_KEY = key_file.read_text().strip()
+ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "lifecycle",
+    "replay",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "cauterweb.urls"
+WSGI_APPLICATION = "cauterweb.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    try:
+        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    except Exception as exc:  # dj-database-url raises several types for a bad URL
+        raise ImproperlyConfigured(f"DATABASE_URL could not be parsed: {exc}") from None
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "cauterweb.sqlite3",
+            # Rounds, reports and the dashboard write at the same time in the demo: wait for the
+            # write lock instead of failing with "database is locked".
+            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        # In production run `collectstatic` and set CAUTERWEB_MANIFEST_STATIC=true for hashed,
+        # compressed, far-future-cached files; the default serves straight from static/.
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if env_bool("CAUTERWEB_MANIFEST_STATIC", False)
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = not env_bool("CAUTERWEB_MANIFEST_STATIC", False)
+
+# API request bodies larger than this are refused with 413 (issue 6).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CAUTERWEB_MAX_BODY_BYTES", 50 * 1024 * 1024, minimum=1024)
+
+# --- Celery -------------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
+# No broker configured: run tasks in-process so the embedded default needs no services.
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not CELERY_BROKER_URL)
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A request must never hang on a broker that is down (SPEC §9.1): fail fast, the periodic
+# schedule picks the work up later.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CAUTERWEB_ROUND_SCHEDULE_S = env_float("CAUTERWEB_ROUND_SCHEDULE_S", 60.0, minimum=1.0)
+CELERY_BEAT_SCHEDULE = {
+    "validation-round": {
+        "task": "replay.tasks.round_run_task",
+        "schedule": CAUTERWEB_ROUND_SCHEDULE_S,
+    }
+}
+# Where the single-flight round lock lives (SPEC §9.1): Redis when the broker is Redis,
+# otherwise a row in the database.
+CAUTERWEB_LOCK_URL = env_str(
+    "CAUTERWEB_LOCK_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
+)
+
+# --- Engine knobs (SPEC §16) -------------------------------------------------------------------
+CAUTERWEB_RULE_PROMOTE_MARGIN = env_float("CAUTERWEB_RULE_PROMOTE_MARGIN", 0.05)
+CAUTERWEB_RULE_REGRESS_MARGIN = env_float("CAUTERWEB_RULE_REGRESS_MARGIN", 0.05)
+CAUTERWEB_RULE_TRIAL_MIN_SESSIONS = env_int("CAUTERWEB_RULE_TRIAL_MIN_SESSIONS", 5, minimum=1)
+CAUTERWEB_BASELINE_WINDOW = env_int("CAUTERWEB_BASELINE_WINDOW", 200, minimum=1)
+CAUTERWEB_MAX_FAILING_CASES = env_int("CAUTERWEB_MAX_FAILING_CASES", 3, minimum=1)
+CAUTERWEB_MAX_PROTECTED_WINS = env_int("CAUTERWEB_MAX_PROTECTED_WINS", 2, minimum=0)
+CAUTERWEB_MAX_REPLAY_ATTEMPTS = env_int("CAUTERWEB_MAX_REPLAY_ATTEMPTS", 3, minimum=1)
+CAUTERWEB_REPLAY_TIMEOUT_S = env_float("CAUTERWEB_REPLAY_TIMEOUT_S", 300.0)
+CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = env_float("CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S", 0.0)
+CAUTERWEB_VALIDATION_ROUND_BUDGET_S = env_float("CAUTERWEB_VALIDATION_ROUND_BUDGET_S", 0.0)
+CAUTERWEB_REPLAY_BACKEND = env_callable_or_url("CAUTERWEB_REPLAY_BACKEND")
+CAUTERWEB_VERIFIER = env_callable_or_url("CAUTERWEB_VERIFIER")
+# Key for the HMAC-SHA256 signature of HTTP replay requests (SPEC §14).
+CAUTERWEB_REPLAY_HMAC_KEY = env_str("CAUTERWEB_REPLAY_HMAC_KEY", SECRET_KEY)
+# Base URL the HTTP harness uses to reach our rule tool and started signal.
+CAUTERWEB_PUBLIC_URL = env_str("CAUTERWEB_PUBLIC_URL", "http://127.0.0.1:8000")
+
+# The metric registry (SPEC §1) is a table; this seeds it. (name, tier, higher_is_better, aliases)
+CAUTERWEB_DEFAULT_METRICS = [
+    ("outcome_correct", 0, True, []),
+    ("task_completion", 1, True, []),
+    ("coherence", 1, True, []),
+    ("tool_correctness", 2, True, []),
+    ("argument_correctness", 2, True, []),
+    ("plan_adherence", 3, True, []),
+    ("plan_quality", 3, True, []),
+    ("step_efficiency", 3, True, []),
+]
+
+# Optional LLM extractor (issue 4): an OpenAI-compatible chat-completions endpoint.
+CAUTERWEB_LLM_BASE_URL = env_str("CAUTERWEB_LLM_BASE_URL")
+CAUTERWEB_LLM_MODEL = env_str("CAUTERWEB_LLM_MODEL")
+CAUTERWEB_LLM_API_KEY = env_str("CAUTERWEB_LLM_API_KEY")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "cauterweb": {"handlers": ["console"], "level": env_str("CAUTERWEB_LOG_LEVEL", "INFO")},
+        "replay": {"handlers": ["console"], "level": env_str("CAUTERWEB_LOG_LEVEL", "INFO")},
+        "lifecycle": {"handlers": ["console"], "level": env_str("CAUTERWEB_LOG_LEVEL", "INFO")},
+    },
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    X_FRAME_OPTIONS = "DENY"

@@ -1,0 +1,42 @@
+"""What every CauterWeb command shares (SPEC §15): a human summary by default, one JSON
+document with --json, and a non-zero exit with a clear message on bad input."""
+
+import json
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from lifecycle.corpus import ImportRejected
+
+
+class JsonCommand(BaseCommand):
+    def add_arguments(self, parser):
+        parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+    def execute(self, *args, **options):
+        self._json = options.get("json", False)
+        return super().execute(*args, **options)
+
+    def emit(self, document, human: str) -> None:
+        if self._json:
+            self.stdout.write(json.dumps(document, indent=2, default=str))
+        else:
+            self.stdout.write(human)
+
+    def reject(self, exc: ImportRejected):
+        """Every bad line on stderr (and in the JSON document), then exit 1."""
+        if self._json:
+            self.stdout.write(
+                json.dumps({"error": "rejected", "errors": [e.as_dict() for e in exc.errors]}, indent=2)
+            )
+        raise CommandError(str(exc), returncode=1)
+
+
+def open_lines(path: str):
+    """A file's lines, or stdin for '-'; a missing file is a clear CommandError."""
+    if path == "-":
+        return sys.stdin
+    try:
+        return open(path, encoding="utf-8", errors="strict", newline=None)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None

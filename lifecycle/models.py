@@ -1,0 +1,349 @@
+"""The domain model (SPEC §1–§5, §10). Integrity lives in database constraints, not in save()."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class MetricDefinition(models.Model):
+    """The metric registry of SPEC §1: data seeded from settings, not names scattered in code."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    tier = models.PositiveSmallIntegerField()
+    higher_is_better = models.BooleanField(default=True)
+    # The family is the metric plus its aliases (SPEC §1).
+    aliases = models.JSONField(default=list, blank=True)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["tier", "name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(tier__lte=3), name="metric_tier_0_to_3"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (tier {self.tier})"
+
+
+class TrajectoryKind(models.TextChoices):
+    FAILURE = "failure"
+    SUCCESS = "success"
+    NEAR_MISS = "near_miss"
+
+
+class Trajectory(models.Model):
+    """One recorded agent session on one task (a *case*, SPEC §1–§2)."""
+
+    id = models.CharField(max_length=128, primary_key=True)
+    kind = models.CharField(max_length=16, choices=TrajectoryKind.choices)
+    task = models.TextField()
+    steps = models.JSONField(default=list)
+    outcome = models.JSONField(null=True, blank=True)
+    metrics = models.JSONField(default=dict)
+    signature = models.JSONField(default=list)
+    notices = models.JSONField(default=list, blank=True)
+    session_id = models.CharField(max_length=128, blank=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    corpus = models.CharField(max_length=128, blank=True, db_index=True)
+    # First-class on purpose: dropping it at parse is the defect this product exists to avoid.
+    expected_rule = models.JSONField(null=True, blank=True)
+    replayable = models.BooleanField(default=True)
+    replay_input = models.JSONField(null=True, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    # sha256 of the canonical JSON of the imported line: re-imports compare it (SPEC §2).
+    content_hash = models.CharField(max_length=64)
+    imported_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # Replay case selection: newest replayable cases of a kind first (SPEC §7.1–§7.2).
+            models.Index(fields=["kind", "replayable", "-started_at", "id"], name="traj_kind_newest"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["failure", "success", "near_miss"]), name="traj_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def has_expected_rule(self) -> bool:
+        return bool(self.expected_rule)
+
+
+class TrajectoryAtom(models.Model):
+    """One signature or notice atom of a trajectory, so matching (SPEC §11) is an indexed lookup
+    by atom instead of a scan of every stored signature."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="atoms")
+    atom = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["atom", "trajectory"], name="traj_atom_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trajectory_id} {self.atom}"
+
+
+class Report(models.Model):
+    """One live session report (SPEC §2): feeds forward trials and new candidates' baselines."""
+
+    session_id = models.CharField(max_length=128)
+    at = models.DateTimeField()
+    notices = models.JSONField(default=list, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    rules_read = models.JSONField(default=list, blank=True)
+    # Derived once at ingest so the baseline window (SPEC §8) is an indexed slice.
+    has_notice = models.BooleanField(default=False)
+    content_hash = models.CharField(max_length=64)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["session_id", "at"], name="report_session_at_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["has_notice", "-at", "-id"], name="report_notice_window"),
+            models.Index(fields=["session_id", "at"], name="report_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} @ {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class RuleState(models.TextChoices):
+    CANDIDATE = "candidate"
+    ACTIVE = "active"
+    RETIRED = "retired"
+
+
+class PendingReason(models.TextChoices):
+    """The closed set of SPEC §10. Empty means "not yet attempted"."""
+
+    TRIAL_IN_PROGRESS = "trial_in_progress"
+    NO_MATCHING_REPLAYABLE_CASE = "no_matching_replayable_case"
+    REPLAY_INCONCLUSIVE = "replay_inconclusive"
+    CANDIDATE_NOT_EXERCISED = "candidate_not_exercised"
+    ENV_WAIT_TIMEOUT = "env_wait_timeout"
+    ROUND_BUDGET_EXHAUSTED = "round_budget_exhausted"
+
+
+class AuthorKind(models.TextChoices):
+    AGENT = "agent"
+    EXTRACTOR = "extractor"
+    PACK = "pack"
+    REVIEWER = "reviewer"
+    IMPORT = "import"
+
+
+class Rule(models.Model):
+    """A standing rule or a candidate for one (SPEC §1, §3). Its text is immutable: editing
+    records a new candidate whose `replaces` points at the old one."""
+
+    id = models.CharField(max_length=64, primary_key=True)
+    trigger = models.TextField()
+    directive = models.TextField()
+    scope = models.CharField(max_length=128, default="global")
+    metric = models.CharField(max_length=64, blank=True)
+    signature = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    state = models.CharField(max_length=16, choices=RuleState.choices, default=RuleState.CANDIDATE)
+
+    author = models.CharField(max_length=150)
+    author_kind = models.CharField(max_length=16, choices=AuthorKind.choices)
+    source_case = models.CharField(max_length=128, blank=True)
+    source_notice = models.CharField(max_length=255, blank=True)
+    # Anything else about where it came from: pack name/version and the evidence a pack
+    # carried (shown, never trusted — SPEC §13), an extractor's inputs, ...
+    provenance = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64)
+
+    recorded_at = models.DateTimeField()
+    replaces = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="replaced_by"
+    )
+    duplicate_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="probable_duplicates"
+    )
+
+    # Forward-trial baseline, captured when the candidate is recorded (SPEC §8).
+    baseline_rate = models.FloatField(default=1.0)
+    baseline_sessions = models.PositiveIntegerField(default=0)
+    baseline_hits = models.PositiveIntegerField(default=0)
+
+    replay_attempts = models.PositiveIntegerField(default=0)
+    pending_reason = models.CharField(
+        max_length=40, choices=PendingReason.choices, blank=True, default=""
+    )
+    # Set on the first validation attempt: "no verdict yet" vs "never attempted" (SPEC §10).
+    first_attempted_at = models.DateTimeField(null=True, blank=True)
+    last_validator = models.CharField(max_length=16, blank=True)
+    verdict_reason = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["recorded_at", "id"]
+        indexes = [
+            models.Index(fields=["state", "recorded_at", "id"], name="rule_state_queue"),
+            models.Index(fields=["scope", "state"], name="rule_scope_state"),
+            models.Index(fields=["content_hash"], name="rule_content_hash"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=["candidate", "active", "retired"]), name="rule_state_valid"
+            ),
+            # Only a candidate can be waiting for a verdict.
+            models.CheckConstraint(
+                condition=Q(pending_reason="") | Q(state="candidate"),
+                name="rule_pending_only_candidate",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id}: {self.trigger}"
+
+    @property
+    def is_candidate(self) -> bool:
+        return self.state == RuleState.CANDIDATE
+
+    @property
+    def pending_text(self) -> str:
+        """The pending reason in words; "not yet attempted" is distinct from "no verdict yet"."""
+        if self.state != RuleState.CANDIDATE:
+            return ""
+        if self.pending_reason:
+            return PendingReason(self.pending_reason).label
+        if self.first_attempted_at is None:
+            return "not yet attempted"
+        return "no verdict yet"
+
+
+class TrialEnrolment(models.Model):
+    """A session enrolled in a candidate's forward trial (SPEC §8)."""
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="enrolments")
+    session_id = models.CharField(max_length=128)
+    breached = models.BooleanField(default=False)
+    # Did the session read the candidate through the rule tool? Shown beside the trial (§5).
+    read_candidate = models.BooleanField(default=False)
+    enrolled_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "session_id"], name="enrolment_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} ← {self.session_id}"
+
+
+class RuleRead(models.Model):
+    """One rule returned by the rule tool to one session (SPEC §5): recorded per read."""
+
+    session_id = models.CharField(max_length=128)
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="reads")
+    at = models.DateTimeField()
+    # "api" (a live agent), "report" (declared in a report's rules_read) or "replay".
+    via = models.CharField(max_length=16, default="api")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["session_id", "rule"], name="ruleread_session_rule"),
+            models.Index(fields=["rule", "at"], name="ruleread_rule_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} read {self.rule_id}"
+
+
+class JournalQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise JournalIsAppendOnly("journal events cannot be updated")
+
+    def delete(self):
+        raise JournalIsAppendOnly("journal events cannot be deleted")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise JournalIsAppendOnly("journal events cannot be updated")
+
+
+class JournalIsAppendOnly(Exception):
+    pass
+
+
+class JournalEvent(models.Model):
+    """An append-only journal event (SPEC §10). The ORM refuses updates and deletes; on
+    PostgreSQL a trigger refuses them too (migration 0002)."""
+
+    type = models.CharField(max_length=64)
+    at = models.DateTimeField()
+    rule = models.ForeignKey(
+        Rule, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    # A plain number, not a foreign key: lifecycle must not depend on the replay app.
+    round_id = models.PositiveIntegerField(null=True, blank=True)
+    actor = models.CharField(max_length=150)
+    evidence = models.JSONField(default=dict, blank=True)
+
+    objects = JournalQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [
+            models.Index(fields=["rule", "at", "id"], name="journal_rule_at"),
+            models.Index(fields=["type", "at"], name="journal_type_at"),
+            models.Index(fields=["round_id", "id"], name="journal_round"),
+            models.Index(fields=["at", "id"], name="journal_at"),
+        ]
+        constraints = [
+            # Exactly one engine verdict per rule, even if two workers race (SPEC §3).
+            models.UniqueConstraint(
+                fields=["rule"],
+                condition=Q(type__in=["rule_promoted", "rule_retired"]),
+                name="journal_one_verdict_per_rule",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.type} {self.rule_id or ''}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise JournalIsAppendOnly("journal events cannot be updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise JournalIsAppendOnly("journal events cannot be deleted")
+
+
+class TokenRole(models.TextChoices):
+    AGENT = "agent"
+    REVIEWER = "reviewer"
+
+
+class ApiToken(models.Model):
+    """An API token (issue 6). Only its SHA-256 is stored; the clear value is shown once."""
+
+    name = models.CharField(max_length=150, unique=True)
+    role = models.CharField(max_length=16, choices=TokenRole.choices)
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.role})"

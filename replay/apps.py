@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ReplayConfig(AppConfig):
+    name = "replay"
+    verbose_name = "Validation engine"

@@ -1,0 +1,43 @@
+"""Validation rounds (SPEC §9). What a round decided lives in the journal (SPEC §10); this
+table holds the round's own bookkeeping: its queue, budget, status and summary."""
+
+from django.db import models
+
+
+class RoundStatus(models.TextChoices):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class ValidationRound(models.Model):
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=RoundStatus.choices, default=RoundStatus.RUNNING)
+    # Rule ids in the order this round takes them (SPEC §9.2 rotation).
+    queue = models.JSONField(default=list)
+    budget_s = models.FloatField(default=0.0)
+    replay_wired = models.BooleanField(default=False)
+    # decided, pending, promoted, retired, budget_exhausted, elapsed_s (SPEC §10).
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    kicked_by = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["status", "-id"], name="round_status")]
+
+    def __str__(self) -> str:
+        return f"round {self.id} ({self.status})"
+
+
+class EngineLock(models.Model):
+    """The database flavour of the single-flight round lock (SPEC §9.1), used when the broker
+    is not Redis. Claimed by a conditional UPDATE; expires if its holder dies."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.CharField(max_length=128, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder or 'nobody'}"
