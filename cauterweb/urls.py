@@ -7,5 +7,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("replay.urls")),
     path("", include("lifecycle.urls")),
 ]
