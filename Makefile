@@ -15,8 +15,12 @@ $(BIN)/.installed: pyproject.toml
 
 # Embedded default: SQLite under var/, Celery tasks run in-process. Loads the demo corpus,
 # validates to standstill, prints the URL and the demo login, then serves the dashboard.
+# The demo replays through the shipped simulated harness; point CAUTERWEB_REPLAY_BACKEND at a
+# real harness (or set it empty for forward trials only) to change that.
+demo: export CAUTERWEB_REPLAY_BACKEND ?= replay.backends.simulated:replay
+demo: export DEBUG ?= true
 demo: $(BIN)/.installed
-	$(BIN)/python manage.py demo_setup
+	$(BIN)/python manage.py demo_setup --url http://$(HOST):$(PORT)/
 	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
 
 test: $(BIN)/.installed

@@ -66,8 +66,11 @@ def env_callable_or_url(name: str) -> str:
     if raw.startswith(("http://", "https://")):
         return raw
     module, sep, attr = raw.partition(":")
-    if not sep or not module or not attr or not all(
-        part.isidentifier() for part in module.split(".") + attr.split(".")
+    if (
+        not sep
+        or not module
+        or not attr
+        or not all(part.isidentifier() for part in module.split(".") + attr.split("."))
     ):
         raise ImproperlyConfigured(
             f"{name}={raw!r} must be a dotted path 'package.module:function' or an http(s):// URL"
@@ -86,7 +89,9 @@ if not SECRET_KEY:
         key_file.write_text(os.urandom(32).hex())
         key_file.chmod(0o600)
     SECRET_KEY = key_file.read_text().strip()
-ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
+]
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]

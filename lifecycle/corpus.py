@@ -71,7 +71,11 @@ def read_jsonl(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, Line
         try:
             yield number, json.loads(raw), None
         except json.JSONDecodeError as exc:
-            yield number, None, LineError(number, "", f"not valid JSON: {exc.msg} at column {exc.colno}")
+            yield (
+                number,
+                None,
+                LineError(number, "", f"not valid JSON: {exc.msg} at column {exc.colno}"),
+            )
 
 
 def parse_time(value: object) -> datetime | None:
@@ -206,7 +210,9 @@ def import_corpus(lines: Iterable[str | bytes], *, replace: bool = False) -> Imp
             continue
         if fields["id"] in parsed:
             first = parsed[fields["id"]][0]
-            errors.append(LineError(number, "id", f"{fields['id']!r} already appears on line {first}"))
+            errors.append(
+                LineError(number, "id", f"{fields['id']!r} already appears on line {first}")
+            )
             continue
         parsed[fields["id"]] = (number, fields)
     if errors:
@@ -231,8 +237,12 @@ def import_corpus(lines: Iterable[str | bytes], *, replace: bool = False) -> Imp
         if changed and not replace:
             raise ImportRejected(
                 [
-                    LineError(n, "id", f"{f['id']!r} is already stored with other content "
-                              "(use --replace to overwrite)")
+                    LineError(
+                        n,
+                        "id",
+                        f"{f['id']!r} is already stored with other content "
+                        "(use --replace to overwrite)",
+                    )
                     for n, f in changed
                 ]
             )

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import atoms as atom_lib
-from .corpus import ImportRejected, ImportResult, LineError, parse_metrics, parse_time, read_jsonl
+from .corpus import ImportRejected, ImportResult, LineError, parse_metrics, parse_time
 from .metrics import load_registry
 from .models import JournalEvent, Report, Rule, RuleRead
 from .services import (
@@ -22,7 +22,17 @@ from .services import (
 from .signals import reports_received, reports_stored
 from .states import Actor
 
-CANDIDATE_KEYS = {"id", "trigger", "directive", "scope", "metric", "signature", "tags", "source_case", "source_notice"}
+CANDIDATE_KEYS = {
+    "id",
+    "trigger",
+    "directive",
+    "scope",
+    "metric",
+    "signature",
+    "tags",
+    "source_case",
+    "source_notice",
+}
 REPORT_KEYS = {"session_id", "at", "notices", "metrics", "rules_read"}
 
 
@@ -70,15 +80,24 @@ def parse_candidates(rows) -> list[tuple[int, dict]]:
             continue
         if fields["metric"] and registry.resolve(fields["metric"]) is None:
             line_errors.append(
-                LineError(number, "metric", f"unknown metric {fields['metric']!r} "
-                          f"(known: {', '.join(sorted(registry))})")
+                LineError(
+                    number,
+                    "metric",
+                    f"unknown metric {fields['metric']!r} (known: {', '.join(sorted(registry))})",
+                )
             )
         rule_id = obj.get("id")
         if rule_id is not None:
             if not isinstance(rule_id, str) or not rule_id.strip() or len(rule_id) > 64:
-                line_errors.append(LineError(number, "id", "must be a non-empty string of at most 64 characters"))
+                line_errors.append(
+                    LineError(number, "id", "must be a non-empty string of at most 64 characters")
+                )
             elif rule_id in seen_ids:
-                line_errors.append(LineError(number, "id", f"{rule_id!r} already appears on line {seen_ids[rule_id]}"))
+                line_errors.append(
+                    LineError(
+                        number, "id", f"{rule_id!r} already appears on line {seen_ids[rule_id]}"
+                    )
+                )
             else:
                 seen_ids[rule_id] = number
         if line_errors:
@@ -92,8 +111,12 @@ def parse_candidates(rows) -> list[tuple[int, dict]]:
     ids = [f["rule_id"] for _, f in good if f["rule_id"]]
     stored = dict(Rule.objects.filter(pk__in=ids).values_list("id", "content_hash"))
     conflicts = [
-        LineError(n, "id", f"rule {f['rule_id']} is already recorded with other text "
-                  "(a recorded rule is immutable; record it without an id to make a new candidate)")
+        LineError(
+            n,
+            "id",
+            f"rule {f['rule_id']} is already recorded with other text "
+            "(a recorded rule is immutable; record it without an id to make a new candidate)",
+        )
         for n, f in good
         if f["rule_id"] in stored and stored[f["rule_id"]] != rule_content_hash(f)
     ]
@@ -102,7 +125,9 @@ def parse_candidates(rows) -> list[tuple[int, dict]]:
     return good
 
 
-def record_candidates(rows, *, actor: Actor, now: datetime | None = None) -> tuple[ImportResult, list[Rule]]:
+def record_candidates(
+    rows, *, actor: Actor, now: datetime | None = None
+) -> tuple[ImportResult, list[Rule]]:
     """Record every candidate of a file or batch, all or nothing."""
     good = parse_candidates(rows)
     result = ImportResult()
@@ -111,7 +136,9 @@ def record_candidates(rows, *, actor: Actor, now: datetime | None = None) -> tup
         for number, fields in good:
             rule_id = fields.pop("rule_id")
             try:
-                rule, created = rule_record_candidate(actor=actor, rule_id=rule_id, now=now, **fields)
+                rule, created = rule_record_candidate(
+                    actor=actor, rule_id=rule_id, now=now, **fields
+                )
             except InvalidRule as exc:
                 raise ImportRejected([LineError(number, exc.field, str(exc))]) from None
             rules.append(rule)
@@ -129,7 +156,9 @@ def parse_report(number: int, obj: object) -> tuple[dict | None, list[LineError]
     errors = _unknown_keys(number, obj, REPORT_KEYS)
     session_id = obj.get("session_id")
     if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 128:
-        errors.append(LineError(number, "session_id", "is required: a string of at most 128 characters"))
+        errors.append(
+            LineError(number, "session_id", "is required: a string of at most 128 characters")
+        )
     at = None
     if "at" not in obj:
         errors.append(LineError(number, "at", "is required (ISO 8601)"))
@@ -161,9 +190,7 @@ def parse_report(number: int, obj: object) -> tuple[dict | None, list[LineError]
         "rules_read": list(dict.fromkeys(rules_read)),
         "has_notice": bool(notices),
     }
-    fields["content_hash"] = content_hash(
-        {**fields, "at": at.isoformat()}
-    )
+    fields["content_hash"] = content_hash({**fields, "at": at.isoformat()})
     return fields, []
 
 
@@ -183,7 +210,13 @@ def ingest_reports(rows, *, actor: str = "harness", now: datetime | None = None)
             continue
         key = (fields["session_id"], fields["at"])
         if key in parsed and parsed[key][1]["content_hash"] != fields["content_hash"]:
-            errors.append(LineError(number, "at", f"session {key[0]} already has another report at this time on line {parsed[key][0]}"))
+            errors.append(
+                LineError(
+                    number,
+                    "at",
+                    f"session {key[0]} already has another report at this time on line {parsed[key][0]}",
+                )
+            )
             continue
         parsed[key] = (number, fields)
     if errors:
@@ -206,10 +239,7 @@ def ingest_reports(rows, *, actor: str = "harness", now: datetime | None = None)
     result = ImportResult()
     with transaction.atomic():
         sessions = {k[0] for k in parsed}
-        stored = {
-            (r.session_id, r.at): r
-            for r in Report.objects.filter(session_id__in=sessions)
-        }
+        stored = {(r.session_id, r.at): r for r in Report.objects.filter(session_id__in=sessions)}
         new, changed = [], []
         for key, (_, fields) in parsed.items():
             existing = stored.get(key)
@@ -224,7 +254,8 @@ def ingest_reports(rows, *, actor: str = "harness", now: datetime | None = None)
                 changed.append(existing)
         if changed:
             Report.objects.bulk_update(
-                changed, ["notices", "metrics", "rules_read", "has_notice", "content_hash", "received_at"]
+                changed,
+                ["notices", "metrics", "rules_read", "has_notice", "content_hash", "received_at"],
             )
         new = Report.objects.bulk_create(new, batch_size=2000)
         result.created, result.updated = len(new), len(changed)
@@ -261,4 +292,3 @@ def ingest_reports(rows, *, actor: str = "harness", now: datetime | None = None)
             transaction.on_commit(lambda: reports_received.send(sender=None, report_ids=ids))
         result.ids = [str(r.pk) for r in touched]
     return result
-

@@ -58,7 +58,9 @@ class Trajectory(models.Model):
         ordering = ["id"]
         indexes = [
             # Replay case selection: newest replayable cases of a kind first (SPEC §7.1–§7.2).
-            models.Index(fields=["kind", "replayable", "-started_at", "id"], name="traj_kind_newest"),
+            models.Index(
+                fields=["kind", "replayable", "-started_at", "id"], name="traj_kind_newest"
+            ),
         ]
         constraints = [
             models.CheckConstraint(

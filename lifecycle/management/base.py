@@ -27,7 +27,9 @@ class JsonCommand(BaseCommand):
         """Every bad line on stderr (and in the JSON document), then exit 1."""
         if self._json:
             self.stdout.write(
-                json.dumps({"error": "rejected", "errors": [e.as_dict() for e in exc.errors]}, indent=2)
+                json.dumps(
+                    {"error": "rejected", "errors": [e.as_dict() for e in exc.errors]}, indent=2
+                )
             )
         raise CommandError(str(exc), returncode=1)
 

@@ -9,7 +9,9 @@ class Command(JsonCommand):
         super().add_arguments(parser)
         parser.add_argument("file", help="JSON Lines file, or - for stdin")
         parser.add_argument(
-            "--replace", action="store_true", help="overwrite stored trajectories whose content changed"
+            "--replace",
+            action="store_true",
+            help="overwrite stored trajectories whose content changed",
         )
 
     def handle(self, *args, **options):

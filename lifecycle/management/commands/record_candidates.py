@@ -11,13 +11,17 @@ class Command(JsonCommand):
         super().add_arguments(parser)
         parser.add_argument("file", help="JSON Lines file, or - for stdin")
         parser.add_argument(
-            "--author", default="extractor", help="recorded as the candidates' author (default: extractor)"
+            "--author",
+            default="extractor",
+            help="recorded as the candidates' author (default: extractor)",
         )
 
     def handle(self, *args, **options):
         with open_lines(options["file"]) as lines:
             try:
-                result, _ = record_candidates(read_jsonl(lines), actor=Actor.extractor(options["author"]))
+                result, _ = record_candidates(
+                    read_jsonl(lines), actor=Actor.extractor(options["author"])
+                )
             except ImportRejected as exc:
                 self.reject(exc)
         self.emit(

@@ -1,0 +1,101 @@
+"""Set up the demo on whatever database is configured: migrate, load the demo corpus, reports
+and candidates shipped in lifecycle/fixtures/demo/, validate to standstill, and make a demo
+reviewer login. Safe to run again: every load is idempotent."""
+
+import importlib
+from pathlib import Path
+
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from lifecycle.corpus import ImportRejected, import_corpus, read_jsonl
+from lifecycle.intake import ingest_reports, record_candidates
+from lifecycle.states import Actor
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+DEMO_USER = "demo"
+DEMO_PASSWORD = "demo"
+
+
+class Command(BaseCommand):
+    help = "Load the demo corpus, validate to standstill, create the demo login (demo/demo)."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-input", action="store_true", help="never prompt (kept for scripts)"
+        )
+        parser.add_argument("--skip-validate", action="store_true", help="load data only")
+        parser.add_argument("--timeout", type=float, default=300.0, help="standstill timeout (s)")
+        parser.add_argument("--url", default="http://127.0.0.1:8000/", help="URL to print")
+
+    def handle(self, *args, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_groups_and_user()
+        kicks_deferred = _kicks_deferred()
+        try:
+            with kicks_deferred():
+                self._load("corpus.jsonl", lambda rows: import_corpus(rows))
+                self._load(
+                    "reports_history.jsonl",
+                    lambda rows: ingest_reports(read_jsonl(rows), actor="demo"),
+                )
+                self._load(
+                    "candidates.jsonl",
+                    lambda rows: record_candidates(
+                        read_jsonl(rows), actor=Actor.extractor("demo-extractor")
+                    )[0],
+                )
+                self._load(
+                    "reports_live.jsonl",
+                    lambda rows: ingest_reports(read_jsonl(rows), actor="demo"),
+                )
+        except ImportRejected as exc:
+            raise CommandError(f"the demo data is broken: {exc}") from None
+        if not options["skip_validate"]:
+            try:
+                from replay.services import run_until_settled
+            except ImportError:
+                self.stdout.write("validation engine not installed yet: skipping validation")
+            else:
+                result = run_until_settled(timeout_s=options["timeout"])
+                states = {}
+                for rule in result["rules"]:
+                    states[rule["state"]] = states.get(rule["state"], 0) + 1
+                self.stdout.write(
+                    f"validated to standstill in {result['rounds']} round(s): "
+                    + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+                )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\nCauterWeb demo ready: {options['url']}  (login: {DEMO_USER} / {DEMO_PASSWORD})\n"
+            )
+        )
+
+    def _ensure_groups_and_user(self) -> None:
+        reviewers, _ = Group.objects.get_or_create(name="reviewers")
+        Group.objects.get_or_create(name="viewers")
+        user = User.objects.filter(username=DEMO_USER).first()
+        if user is None:
+            user = User.objects.create_user(DEMO_USER, password=DEMO_PASSWORD)
+        user.groups.add(reviewers)
+
+    def _load(self, name: str, load) -> None:
+        path = DEMO_DIR / name
+        if not path.exists():
+            return
+        with path.open(encoding="utf-8") as lines:
+            result = load(lines)
+        self.stdout.write(
+            f"{name}: {result.created} created, {result.unchanged} unchanged, {result.updated} updated"
+        )
+
+
+def _kicks_deferred():
+    """The engine's kicks_deferred() when the engine is installed, else a no-op."""
+    try:
+        return importlib.import_module("replay.kick").kicks_deferred
+    except (ImportError, AttributeError):
+        from contextlib import nullcontext
+
+        return nullcontext
