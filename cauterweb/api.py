@@ -2,9 +2,14 @@
 
 from ninja import NinjaAPI
 
+from lifecycle.api import install as install_lifecycle_api
+
+# The docs page (/api/v1/docs) is served from ninja's own static files, never a CDN, because
+# "ninja" is in INSTALLED_APPS.
 api = NinjaAPI(
     title="CauterWeb API",
     version="1",
     description="Corpus, reports, candidates, the rule tool, rounds, journal and packs.",
     urls_namespace="api-v1",
 )
+install_lifecycle_api(api)

@@ -106,6 +106,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    # ninja's docs page and its Swagger UI assets, served locally (no CDN).
+    "ninja",
     "lifecycle",
     "replay",
 ]

@@ -1,0 +1,646 @@
+"""The HTTP API for agents and tools (issue 6), mounted under /api/v1.
+
+Each handler makes one call into the domain layer (corpus, intake, services, scopes, packs,
+selectors) and maps its exceptions to JSON errors `{"detail", "errors": [{"loc", "msg"}]}`.
+Bad input is never a 500. There is no endpoint that promotes a rule and no input carries a
+rule state: only the engine promotes (SPEC §3).
+"""
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from functools import partial
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpResponse
+from django.utils.dateparse import parse_datetime
+from ninja import NinjaAPI, Query, Router, Schema, Status
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from pydantic import Field
+
+from replay.kick import kick_round, kicks_deferred
+from replay.models import ValidationRound
+
+from . import selectors
+from .auth import READ, REVIEW, WRITE, Forbidden, request_actor
+from .corpus import ImportRejected, import_corpus, read_jsonl
+from .gate import gate_both
+from .intake import ingest_reports, numbered, record_candidates
+from .models import JournalEvent, Rule
+from .packs import (
+    AGENT_FILE_FORMATS,
+    DECISION_EVENTS,
+    PACK_FORMATS,
+    InvalidSelection,
+    PackRejected,
+    export_agent_files,
+    export_pack,
+    import_pack,
+    preview_pack,
+)
+from .schemas import (
+    JSONL_TYPES,
+    CandidateIn,
+    CandidatesOut,
+    ErrorOut,
+    EventPageOut,
+    ImportOut,
+    KickOut,
+    PackImportOut,
+    PackPreviewOut,
+    ReportIn,
+    RetireIn,
+    RetireOut,
+    RoundPageOut,
+    RuleDetailOut,
+    RuleOut,
+    RulePageOut,
+    ScopeFileOut,
+    ToolReadOut,
+    TrajectoryIn,
+)
+from .scopes import render_scope, rule_tool_read
+from .services import InvalidRule, RuleNotFound, rule_requeue, rule_retire_by_reviewer
+from .states import NotAllowed, WrongState
+
+router = Router()
+
+ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 415, 422)}
+MAX_PAGE = 500
+PACK_CONTENT_TYPES = {
+    "yaml": "application/yaml",
+    "json": "application/json",
+    "agents_md": "text/markdown",
+    "claude_md": "text/markdown",
+    "cursor_mdc": "text/markdown",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, detail: str, errors: list[dict] | None = None):
+        super().__init__(detail)
+        self.status, self.detail, self.errors = status, detail, errors or []
+
+
+# ---- request bodies -----------------------------------------------------------------------
+
+
+def _batch_body(item_schema, what: str) -> dict:
+    """OpenAPI for a body that is one item, a JSON array of items, or JSON Lines."""
+    item = item_schema.model_json_schema()
+    return {
+        "requestBody": {
+            "required": True,
+            "description": f"one {what}, a JSON array of them, or JSON Lines (one a line). "
+            "All or nothing: any bad item and nothing is written; each error names its item "
+            "as ['line', n, field], counted from 1.",
+            "content": {
+                "application/json": {"schema": {"anyOf": [item, {"type": "array", "items": item}]}},
+                **{t: {"schema": {"type": "string"}} for t in JSONL_TYPES},
+            },
+        }
+    }
+
+
+def _is_jsonl(request) -> bool:
+    return request.content_type in JSONL_TYPES
+
+
+def _json_items(request) -> list:
+    if request.content_type not in ("application/json", ""):
+        raise ApiError(415, f"send application/json or JSON Lines ({', '.join(JSONL_TYPES)})", [])
+    try:
+        data = json.loads(request.body or b"null")
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}") from None
+    if data is None:
+        raise ApiError(400, "the body is empty")
+    return data if isinstance(data, list) else [data]
+
+
+def _rows(request):
+    """Numbered items of a batch body, as the intake functions take them."""
+    if _is_jsonl(request):
+        return list(read_jsonl(request.body.splitlines()))
+    return numbered(_json_items(request))
+
+
+# ---- outputs ------------------------------------------------------------------------------
+
+
+def rule_out(rule: Rule) -> dict:
+    return {
+        "id": rule.id,
+        "trigger": rule.trigger,
+        "directive": rule.directive,
+        "scope": rule.scope,
+        "metric": rule.metric or None,
+        "signature": rule.signature,
+        "tags": rule.tags,
+        "state": rule.state,
+        "pending_reason": rule.pending_reason or None,
+        "pending_text": rule.pending_text,
+        "replay_attempts": rule.replay_attempts,
+        "last_validator": rule.last_validator or None,
+        "verdict_reason": rule.verdict_reason,
+        "author": rule.author,
+        "author_kind": rule.author_kind,
+        "source_case": rule.source_case or None,
+        "source_notice": rule.source_notice or None,
+        "provenance": rule.provenance,
+        "baseline": {
+            "rate": rule.baseline_rate,
+            "sessions": rule.baseline_sessions,
+            "hits": rule.baseline_hits,
+        },
+        "recorded_at": rule.recorded_at,
+        "decided_at": rule.decided_at,
+        "replaces": rule.replaces_id,
+        "duplicate_of": rule.duplicate_of_id,
+    }
+
+
+def event_out(event: JournalEvent) -> dict:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "at": event.at,
+        "rule": event.rule_id,
+        "round": event.round_id,
+        "actor": event.actor,
+        "evidence": event.evidence,
+    }
+
+
+def _rule_or_404(rule_id: str) -> Rule:
+    rule = Rule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        raise RuleNotFound(rule_id)
+    return rule
+
+
+# ---- cursors: opaque keyset positions ------------------------------------------------------
+
+
+def encode_cursor(values: list) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+
+
+def decode_cursor(raw: str, size: int) -> list:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except (ValueError, binascii.Error):
+        values = None
+    if not isinstance(values, list) or len(values) != size:
+        raise ApiError(400, "invalid cursor", [{"loc": ["query", "cursor"], "msg": "invalid"}])
+    return values
+
+
+def _cursor_time(raw) -> datetime:
+    when = parse_datetime(raw) if isinstance(raw, str) else None
+    if when is None:
+        raise ApiError(400, "invalid cursor", [{"loc": ["query", "cursor"], "msg": "invalid"}])
+    return when
+
+
+def _page(rows: list, limit: int, key) -> tuple[list, str | None]:
+    """rows holds up to limit + 1 items: the extra one only says there is a next page."""
+    if len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, encode_cursor(key(rows[-1]))
+
+
+# ---- corpus, reports, candidates -----------------------------------------------------------
+
+
+@router.post(
+    "/trajectories",
+    auth=WRITE,
+    response={200: ImportOut, **ERRORS},
+    openapi_extra=_batch_body(TrajectoryIn, "trajectory (SPEC §2)"),
+    summary="Import corpus trajectories (import_corpus semantics)",
+    tags=["corpus"],
+)
+def post_trajectories(request, replace: bool = False):
+    """Atomic and idempotent (SPEC §2): same ids with the same content change nothing; changed
+    content is a conflict unless `replace=true`."""
+    if _is_jsonl(request):
+        lines = request.body.splitlines()
+    else:
+        lines = [json.dumps(item) for item in _json_items(request)]
+    result = import_corpus(lines, replace=replace)
+    return {**result.as_dict(), "ids": result.ids}
+
+
+@router.post(
+    "/reports",
+    auth=WRITE,
+    response={200: ImportOut, **ERRORS},
+    openapi_extra=_batch_body(ReportIn, "session report (SPEC §2)"),
+    summary="Post live session reports; a validation round is kicked",
+    tags=["reports"],
+)
+def post_reports(request):
+    result = ingest_reports(_rows(request), actor=request_actor(request).name)
+    return {**result.as_dict(), "ids": result.ids}
+
+
+@router.post(
+    "/candidates",
+    auth=WRITE,
+    response={200: CandidatesOut, **ERRORS},
+    openapi_extra=_batch_body(CandidateIn, "candidate rule (SPEC §3)"),
+    summary="Record candidate rules; each is returned with its forward-trial baseline",
+    tags=["rules"],
+)
+def post_candidates(request):
+    rows = _rows(request)
+    # One round after the batch, not one per candidate (SPEC §9.1).
+    with kicks_deferred():
+        result, rules = record_candidates(rows, actor=request_actor(request))
+    return {
+        **result.as_dict(),
+        "ids": result.ids,
+        "candidates": [rule_out(r) for r in rules],
+    }
+
+
+# ---- rules -------------------------------------------------------------------------------
+
+
+class RuleQuery(Schema):
+    state: str | None = None
+    scope: str | None = None
+    validator: str | None = None
+    pending_reason: str | None = None
+    metric: str | None = None
+    has_ground_truth: str | None = None
+    q: str | None = Field(None, max_length=selectors.MAX_QUERY_LENGTH)
+    order: str = Field("recorded", pattern="^-?recorded$", description="recorded or -recorded")
+    cursor: str | None = None
+    limit: int = Field(100, ge=1, le=MAX_PAGE)
+
+
+@router.get(
+    "/rules",
+    auth=READ,
+    response={200: RulePageOut, **ERRORS},
+    summary="List rules with the dashboard's filters, cursor-paginated",
+    tags=["rules"],
+)
+def get_rules(request, query: Query[RuleQuery]):
+    filters = query.dict(exclude={"order", "cursor", "limit"}, exclude_none=True)
+    rules = selectors.rule_list(filters={**filters, "sort": query.order})
+    if query.cursor:
+        at_raw, rule_id = decode_cursor(query.cursor, 2)
+        at = _cursor_time(at_raw)
+        if query.order.startswith("-"):
+            rules = rules.filter(recorded_at__lt=at) | rules.filter(recorded_at=at, id__lt=rule_id)
+        else:
+            rules = rules.filter(recorded_at__gt=at) | rules.filter(recorded_at=at, id__gt=rule_id)
+    rows, next_cursor = _page(
+        list(rules[: query.limit + 1]),
+        query.limit,
+        lambda r: [r.recorded_at.isoformat(), r.id],
+    )
+    return {"items": [rule_out(r) for r in rows], "next_cursor": next_cursor}
+
+
+@router.get(
+    "/rules/{rule_id}",
+    auth=READ,
+    response={200: RuleDetailOut, **ERRORS},
+    summary="A rule with its trial, the evidence that decided it, and its journal",
+    tags=["rules"],
+)
+def get_rule(request, rule_id: str):
+    rule = _rule_or_404(rule_id)
+    events = selectors.rule_events(rule)
+    decided_by = next((e for e in reversed(events) if e.type in DECISION_EVENTS), None)
+    return {
+        "rule": rule_out(rule),
+        "trial": vars(selectors.trial_panel(rule, decided_by)),
+        "evidence": decided_by.evidence if decided_by else None,
+        "journal": [event_out(e) for e in events],
+    }
+
+
+@router.post(
+    "/rules/{rule_id}/retire",
+    auth=REVIEW,
+    response={200: RetireOut, **ERRORS},
+    summary="Retire a rule by hand (reviewer; reason required, journaled)",
+    tags=["rules"],
+)
+def post_retire(request, rule_id: str, body: RetireIn):
+    changed = rule_retire_by_reviewer(
+        rule_id=rule_id, actor=request_actor(request), reason=body.reason
+    )
+    return {"changed": changed, "rule": rule_out(_rule_or_404(rule_id))}
+
+
+@router.post(
+    "/rules/{rule_id}/requeue",
+    auth=REVIEW,
+    response={200: RuleOut, **ERRORS},
+    summary="Re-queue a retired rule as a new candidate version (reviewer)",
+    tags=["rules"],
+)
+def post_requeue(request, rule_id: str):
+    with kicks_deferred():
+        version = rule_requeue(rule_id=rule_id, actor=request_actor(request))
+    return rule_out(version)
+
+
+@router.get(
+    "/rules/{rule_id}/gate",
+    auth=READ,
+    response={200: dict, **ERRORS},
+    summary="The corpus gate with both matchers, side by side (SPEC §11)",
+    tags=["reports on a rule"],
+)
+def get_gate(request, rule_id: str):
+    return gate_both(_rule_or_404(rule_id))
+
+
+@router.get(
+    "/rules/{rule_id}/extraction",
+    auth=READ,
+    response={200: dict, **ERRORS},
+    summary="Extraction accuracy against the source case's expected rule (SPEC §12)",
+    description="A separate number from replay fidelity: never combined with it. 404 when the "
+    "rule's source case carries no expected_rule.",
+    tags=["reports on a rule"],
+)
+def get_extraction(request, rule_id: str):
+    from .extraction_scoring import extraction_for_rule
+
+    report = extraction_for_rule(_rule_or_404(rule_id))
+    if report is None:
+        raise ApiError(404, f"rule {rule_id}'s source case has no expected_rule to score against")
+    return report
+
+
+# ---- journal and rounds --------------------------------------------------------------------
+
+
+class JournalQuery(Schema):
+    rule: str | None = None
+    type: str | None = Field(None, max_length=64)
+    round: int | None = Field(None, ge=0)
+    actor: str | None = Field(None, max_length=150)
+    cursor: str | None = None
+    limit: int = Field(100, ge=1, le=MAX_PAGE)
+
+
+@router.get(
+    "/journal",
+    auth=READ,
+    response={200: EventPageOut, **ERRORS},
+    summary="Journal events, oldest first, cursor-paginated (SPEC §10)",
+    tags=["journal"],
+)
+def get_journal(request, query: Query[JournalQuery]):
+    events = JournalEvent.objects.order_by("at", "id")
+    if query.rule:
+        events = events.filter(rule_id=query.rule)
+    if query.type:
+        events = events.filter(type=query.type)
+    if query.round is not None:
+        events = events.filter(round_id=query.round)
+    if query.actor:
+        events = events.filter(actor=query.actor)
+    if query.cursor:
+        at_raw, event_id = decode_cursor(query.cursor, 2)
+        if not isinstance(event_id, int):
+            raise ApiError(400, "invalid cursor", [{"loc": ["query", "cursor"], "msg": "invalid"}])
+        at = _cursor_time(at_raw)
+        events = events.filter(at__gt=at) | events.filter(at=at, id__gt=event_id)
+    rows, next_cursor = _page(
+        list(events[: query.limit + 1]), query.limit, lambda e: [e.at.isoformat(), e.id]
+    )
+    return {"items": [event_out(e) for e in rows], "next_cursor": next_cursor}
+
+
+class RoundQuery(Schema):
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=MAX_PAGE)
+
+
+@router.get(
+    "/rounds",
+    auth=READ,
+    response={200: RoundPageOut, **ERRORS},
+    summary="Validation rounds, newest first (SPEC §9)",
+    tags=["rounds"],
+)
+def get_rounds(request, query: Query[RoundQuery]):
+    rounds = ValidationRound.objects.order_by("-id")
+    if query.cursor:
+        (before,) = decode_cursor(query.cursor, 1)
+        if not isinstance(before, int):
+            raise ApiError(400, "invalid cursor", [{"loc": ["query", "cursor"], "msg": "invalid"}])
+        rounds = rounds.filter(id__lt=before)
+    rows, next_cursor = _page(list(rounds[: query.limit + 1]), query.limit, lambda r: [r.id])
+    items = [
+        {
+            field: getattr(r, field)
+            for field in (
+                "id",
+                "status",
+                "started_at",
+                "finished_at",
+                "queue",
+                "budget_s",
+                "replay_wired",
+                "summary",
+                "error",
+                "kicked_by",
+            )
+        }
+        for r in rows
+    ]
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.post(
+    "/rounds",
+    auth=REVIEW,
+    response={202: KickOut, **ERRORS},
+    summary="Kick a validation round (reviewer); never waits for it",
+    tags=["rounds"],
+)
+def post_round(request):
+    return Status(202, kick_round(reason=f"api:{request_actor(request).name}"))
+
+
+# ---- the rule tool and scope files (SPEC §4, §5) -------------------------------------------
+
+
+class ToolQuery(Schema):
+    session: str | None = Field(None, min_length=1, max_length=128)
+    query: str | None = Field(None, max_length=2000)
+
+
+@router.get(
+    "/scopes/{scope}/rules",
+    auth=READ,
+    response={200: ToolReadOut, **ERRORS},
+    summary="The rule tool: active rules (narrowed by query) and always every candidate",
+    description="Each read is recorded against `session` (SPEC §5). Pass the agent's session "
+    "id so a candidate's trial can tell whether the session read it.",
+    tags=["rule tool"],
+)
+def get_scope_rules(
+    request,
+    scope: str,
+    params: Query[ToolQuery],
+):
+    rules = rule_tool_read(scope=scope, session_id=params.session or "", query=params.query)
+    return {"scope": scope, "session": params.session, "rules": rules}
+
+
+@router.get(
+    "/scopes/{scope}",
+    auth=READ,
+    response={200: ScopeFileOut, **ERRORS},
+    summary="The rendered scope file: active rules, then the provisional ones (SPEC §4)",
+    tags=["rule tool"],
+)
+def get_scope(request, scope: str):
+    return {"scope": scope, "text": render_scope(scope)}
+
+
+# ---- packs (SPEC §13) ----------------------------------------------------------------------
+
+
+class PackQuery(Schema):
+    scope: list[str] | None = Field(None, description="repeatable; default: every scope")
+    state: list[str] | None = Field(None, description="repeatable; default: active")
+    format: str = Field("yaml", description="yaml, json, agents_md, claude_md or cursor_mdc")
+
+
+@router.get(
+    "/packs",
+    auth=REVIEW,
+    response=ERRORS,
+    summary="Export a rule pack, or one scope's active rules as an agent file (reviewer)",
+    openapi_extra={
+        "responses": {
+            "200": {
+                "description": "the pack (YAML/JSON) or the agent file (Markdown)",
+                "content": {
+                    ctype: {"schema": {"type": "string"}}
+                    for ctype in sorted(set(PACK_CONTENT_TYPES.values()))
+                },
+            }
+        }
+    },
+    tags=["packs"],
+)
+def get_pack(
+    request,
+    params: Query[PackQuery],
+):
+    scope, state, format = params.scope, params.state, params.format
+    if format in AGENT_FILE_FORMATS:
+        if not scope or len(scope) != 1:
+            raise InvalidSelection(f"format {format} needs exactly one scope", field="scope")
+        text = export_agent_files(scope=scope[0], fmt=format)
+    elif format in PACK_FORMATS:
+        text = export_pack(scopes=scope, states=state or ["active"], fmt=format)
+    else:
+        formats = ", ".join((*PACK_FORMATS, *AGENT_FILE_FORMATS))
+        raise InvalidSelection(f"format must be one of {formats}", field="format")
+    return HttpResponse(text, content_type=f"{PACK_CONTENT_TYPES[format]}; charset=utf-8")
+
+
+@router.post(
+    "/packs",
+    auth=REVIEW,
+    response={200: PackImportOut | PackPreviewOut, **ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "a pack as exported (YAML or JSON), sent as is",
+            "content": {
+                "application/yaml": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"type": "object"}},
+            },
+        }
+    },
+    summary="Import a rule pack as candidates (reviewer); dry_run=true only previews",
+    tags=["packs"],
+)
+def post_pack(request, dry_run: bool = False):
+    try:
+        text = request.body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "the pack is not valid UTF-8") from None
+    if dry_run:
+        return preview_pack(text).as_dict()
+    with kicks_deferred():
+        return import_pack(text, actor=request_actor(request))
+
+
+# ---- errors -------------------------------------------------------------------------------
+
+
+def _respond(api: NinjaAPI, request, status: int, detail: str, errors=()) -> HttpResponse:
+    return api.create_response(request, {"detail": detail, "errors": list(errors)}, status=status)
+
+
+def _item(loc, msg) -> dict:
+    return {"loc": list(loc), "msg": str(msg)}
+
+
+HANDLERS = {
+    ApiError: lambda exc: (exc.status, exc.detail, exc.errors),
+    AuthenticationError: lambda exc: (
+        401,
+        "a valid API token is required: 'Authorization: Bearer <token>'",
+        [],
+    ),
+    HttpError: lambda exc: (exc.status_code, str(exc), []),
+    ValidationError: lambda exc: (
+        422,
+        "invalid request",
+        [_item(e.get("loc", ()), e.get("msg", "")) for e in exc.errors],
+    ),
+    Forbidden: lambda exc: (403, str(exc), []),
+    NotAllowed: lambda exc: (403, str(exc), []),
+    WrongState: lambda exc: (409, str(exc), []),
+    RuleNotFound: lambda exc: (404, f"no rule {exc}", []),
+    Http404: lambda exc: (404, "not found", []),
+    ImportRejected: lambda exc: (
+        422,
+        f"{len(exc.errors)} error(s), nothing written",
+        [_item(["line", e.line, *([e.field] if e.field else [])], e.message) for e in exc.errors],
+    ),
+    InvalidRule: lambda exc: (422, str(exc), [_item(["body", exc.field], exc)]),
+    selectors.FilterError: lambda exc: (422, str(exc), [_item(["query", exc.field], exc)]),
+    InvalidSelection: lambda exc: (422, str(exc), [_item(["query", exc.field], exc)]),
+    PackRejected: lambda exc: (
+        422,
+        f"{len(exc.errors)} error(s), nothing imported",
+        [_item(["pack", *e.loc], e.msg) for e in exc.errors],
+    ),
+    RequestDataTooBig: lambda exc: (413, "the request body is larger than the limit", []),
+}
+
+
+def _handle(request, exc, *, api: NinjaAPI, describe) -> HttpResponse:
+    status, detail, errors = describe(exc)
+    response = _respond(api, request, status, detail, errors)
+    if status == 401:
+        response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def install(api: NinjaAPI) -> None:
+    """Mount the router and make every error of the API speak the same JSON."""
+    api.add_router("/", router)
+    for exc_class, describe in HANDLERS.items():
+        api.add_exception_handler(exc_class, partial(_handle, api=api, describe=describe))

@@ -1,0 +1,218 @@
+"""The shapes of the API (issue 6), as published in its OpenAPI schema.
+
+There is no `state` in any input: a rule's state changes only through the engine's verdicts
+and a reviewer's retire/re-queue endpoints, never by writing a field (SPEC §3).
+"""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Schema
+from pydantic import Field
+
+# ---- errors -------------------------------------------------------------------------------
+
+
+class ErrorItem(Schema):
+    loc: list[str | int] = Field(description="path to the value at fault, e.g. ['line', 3, 'at']")
+    msg: str
+
+
+class ErrorOut(Schema):
+    detail: str
+    errors: list[ErrorItem] = Field(default_factory=list)
+
+
+# ---- input bodies (documented; parsed by the intake code so the CLI and API agree) ---------
+
+JSONL_TYPES = ("application/x-ndjson", "application/jsonl")
+
+
+class CandidateIn(Schema):
+    trigger: str = Field(description="the 'when …' part")
+    directive: str = Field(description="the 'do …' part")
+    id: str | None = Field(None, description="kept as the rule's id; default: a fresh R-… id")
+    scope: str = "global"
+    metric: str | None = Field(None, description="a registered metric name or alias")
+    signature: list[str] = Field(default_factory=list, examples=[["action:git.push"]])
+    tags: list[str] = Field(default_factory=list)
+    source_case: str | None = None
+    source_notice: str | None = None
+
+
+class ReportIn(Schema):
+    session_id: str
+    at: datetime
+    notices: list[str] = Field(default_factory=list, examples=[["breach:task_completion"]])
+    metrics: dict[str, float] = Field(default_factory=dict)
+    rules_read: list[str] = Field(default_factory=list)
+
+
+class TrajectoryIn(Schema):
+    """One corpus line (SPEC §2); any further SPEC §2 field is accepted."""
+
+    id: str
+    kind: Literal["failure", "success", "near_miss"]
+    task: str
+    steps: list[Any]
+    outcome: Any
+    metrics: dict[str, float]
+    signature: list[str]
+
+
+class RetireIn(Schema):
+    reason: str = Field(description="why a reviewer retires it by hand; journaled")
+
+
+# ---- outputs ------------------------------------------------------------------------------
+
+
+class ImportOut(Schema):
+    created: int
+    unchanged: int
+    updated: int
+    ids: list[str]
+
+
+class BaselineOut(Schema):
+    rate: float
+    sessions: int
+    hits: int
+
+
+class RuleOut(Schema):
+    id: str
+    trigger: str
+    directive: str
+    scope: str
+    metric: str | None
+    signature: list[str]
+    tags: list[str]
+    state: Literal["candidate", "active", "retired"]
+    pending_reason: str | None = Field(description="SPEC §10; null when not waiting")
+    pending_text: str = Field(description="'not yet attempted' differs from 'no verdict yet'")
+    replay_attempts: int
+    last_validator: str | None
+    verdict_reason: str
+    author: str
+    author_kind: str
+    source_case: str | None
+    source_notice: str | None
+    provenance: dict[str, Any]
+    baseline: BaselineOut
+    recorded_at: datetime
+    decided_at: datetime | None
+    replaces: str | None
+    duplicate_of: str | None
+
+
+class CandidatesOut(ImportOut):
+    candidates: list[RuleOut]
+
+
+class RulePageOut(Schema):
+    items: list[RuleOut]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page")
+
+
+class EventOut(Schema):
+    id: int
+    type: str
+    at: datetime
+    rule: str | None
+    round: int | None
+    actor: str
+    evidence: dict[str, Any]
+
+
+class EventPageOut(Schema):
+    items: list[EventOut]
+    next_cursor: str | None
+
+
+class TrialOut(Schema):
+    enrolled: int
+    breached: int
+    read_candidate: int = Field(description="enrolled sessions that read the candidate (SPEC §5)")
+    needed: int
+    baseline_rate: float
+    baseline_sessions: int
+    trial_rate: float | None
+    verdict: dict[str, Any] | None
+
+
+class RuleDetailOut(Schema):
+    rule: RuleOut
+    trial: TrialOut
+    evidence: dict[str, Any] | None = Field(
+        description="the evidence of the event that decided the rule, if any"
+    )
+    journal: list[EventOut] = Field(description="every event of the rule, oldest first")
+
+
+class RetireOut(Schema):
+    changed: bool = Field(description="false when the rule was already retired")
+    rule: RuleOut
+
+
+class RoundOut(Schema):
+    id: int
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    queue: list[str]
+    budget_s: float
+    replay_wired: bool
+    summary: dict[str, Any]
+    error: str
+    kicked_by: str
+
+
+class RoundPageOut(Schema):
+    items: list[RoundOut]
+    next_cursor: str | None
+
+
+class KickOut(Schema):
+    queued: bool
+    detail: str
+
+
+class ToolRuleOut(Schema):
+    id: str
+    trigger: str
+    directive: str
+    scope: str
+    metric: str | None
+    signature: list[str]
+    state: Literal["candidate", "active"]
+
+
+class ToolReadOut(Schema):
+    scope: str
+    session: str | None = Field(description="the session the read was recorded against")
+    rules: list[ToolRuleOut] = Field(
+        description="active rules (narrowed by the query), then ALL candidates of the scope"
+    )
+
+
+class ScopeFileOut(Schema):
+    scope: str
+    text: str
+
+
+class PackImportOut(Schema):
+    created: int
+    unchanged: int
+    updated: int
+    rules: list[str]
+
+
+class PackPreviewOut(Schema):
+    name: str
+    version: str
+    pack_version: Any
+    checksum: str
+    ok: bool
+    rules: list[dict[str, Any]]
+    errors: list[ErrorItem]
