@@ -13,3 +13,5 @@ api = NinjaAPI(
     urls_namespace="api-v1",
 )
 install_lifecycle_api(api)
+
+api.add_router("/replay/", "replay.api.router")

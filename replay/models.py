@@ -13,7 +13,9 @@ class RoundStatus(models.TextChoices):
 class ValidationRound(models.Model):
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=RoundStatus.choices, default=RoundStatus.RUNNING)
+    status = models.CharField(
+        max_length=16, choices=RoundStatus.choices, default=RoundStatus.RUNNING
+    )
     # Rule ids in the order this round takes them (SPEC §9.2 rotation).
     queue = models.JSONField(default=list)
     budget_s = models.FloatField(default=0.0)
@@ -41,3 +43,17 @@ class EngineLock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder or 'nobody'}"
+
+
+class ReplaySession(models.Model):
+    """One case replayed through the HTTP backend (SPEC §14): the harness reaches the rule tool
+    and the started signal from another process, so the signal has to land somewhere shared."""
+
+    id = models.CharField(max_length=160, primary_key=True)
+    rule = models.ForeignKey("lifecycle.Rule", on_delete=models.CASCADE, related_name="+")
+    case_id = models.CharField(max_length=128)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.id
