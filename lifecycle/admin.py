@@ -6,7 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 
 from .models import ApiToken, JournalEvent, Report, Rule, TokenRole, Trajectory
-from .tokens import InvalidToken, token_create, token_revoke
+from .tokens import InvalidToken, clean_name, token_create, token_revoke
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -54,6 +54,12 @@ class TokenCreateForm(forms.ModelForm):
         fields = ("name", "role")
 
     role = forms.ChoiceField(choices=TokenRole.choices)
+
+    def clean_name(self):
+        try:
+            return clean_name(self.cleaned_data["name"])
+        except InvalidToken as exc:
+            raise forms.ValidationError(str(exc)) from None
 
 
 @admin.register(ApiToken)

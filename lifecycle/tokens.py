@@ -43,16 +43,22 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def token_create(
-    *, name: str, role: str, actor: str, created_by=None, now: datetime | None = None
-) -> IssuedToken:
-    """A new token for `name` with `role`; the name is what the journal records as actor."""
+def clean_name(name: str) -> str:
+    """The token name, checked: it names the actor in the journal."""
     name = (name or "").strip()
     if not _NAME.match(name):
         raise InvalidToken(
             "name must be 1-150 letters, digits or _.@- (it names the actor in the journal)",
             field="name",
         )
+    return name
+
+
+def token_create(
+    *, name: str, role: str, actor: str, created_by=None, now: datetime | None = None
+) -> IssuedToken:
+    """A new token for `name` with `role`; the name is what the journal records as actor."""
+    name = clean_name(name)
     if role not in TokenRole.values:
         raise InvalidToken(f"role must be one of {', '.join(TokenRole.values)}", field="role")
     now = now or timezone.now()
