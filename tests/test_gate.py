@@ -1,8 +1,12 @@
 """The corpus gate (SPEC §11) on the demo corpus, under both matchers, side by side."""
 
+import io
+import json
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from lifecycle.corpus import import_corpus, read_jsonl
 from lifecycle.gate import gate_both, gate_figures, gate_report, lexical_fires, verdict, words
@@ -133,3 +137,34 @@ def test_near_misses_are_broken_too_and_recall_counts_only_the_family():
 )
 def test_the_lexical_matcher_fires_on_shared_words(trigger, prose, fires):
     assert lexical_fires(words(trigger), words(prose)) is fires
+
+
+def _call(*args):
+    out = io.StringIO()
+    call_command("gate_report", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_the_gate_report_command_prints_both_matchers_side_by_side(demo):
+    # SPEC §15: gate_report [--rule ID] [--matcher lexical|signature|both].
+    out = _call("--rule", "C-001")
+    lines = out.splitlines()
+    assert lines[0] == "C-001 (candidate): when git push fails with non-fast-forward"
+    lexical = next(line for line in lines if line.strip().startswith("lexical"))
+    signature = next(line for line in lines if line.strip().startswith("signature"))
+    assert lexical.split()[1:7] == ["5", "3", "1", "0.625", "0.625", "INCONCLUSIVE"]
+    assert lexical.endswith("NM-044, S-022, S-023")
+    assert signature.split()[1:7] == ["8", "0", "0", "1.000", "1.000", "PASS"]
+
+
+def test_the_gate_report_command_prints_one_json_document(demo):
+    document = json.loads(_call("--json", "--matcher", "signature"))
+    assert [row["rule"] for row in document["rules"]] == [f"C-{n:03d}" for n in range(1, 13)]
+    first = document["rules"][0]
+    assert set(first["gate"]) == {"signature"}
+    assert first["gate"]["signature"]["fired"]["prevented"] == [f"F-00{n}" for n in range(1, 9)]
+
+
+def test_the_gate_report_command_refuses_an_unknown_rule(demo):
+    with pytest.raises(CommandError, match="no rule 'C-999'"):
+        _call("--rule", "C-999")
