@@ -1,23 +1,48 @@
-"""Rounds pages (issue 5 §4)."""
+"""Rounds pages (issue 5 §4): the list, a round's detail (polled live while it runs) and the
+reviewers' "Start a round" button."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponseNotAllowed
-from django.shortcuts import get_object_or_404, render
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
-from .models import ValidationRound
+from lifecycle.views import fragment, is_reviewer, reviewer_required, vary_on_htmx
+
+from . import selectors
+from .kick import kick_round
+from .models import RoundStatus, ValidationRound
+
+ROUNDS_PER_PAGE = 30
 
 
 @login_required
 def round_list(request):
-    return render(request, "replay/round_list.html", {"rounds": ValidationRound.objects.all()[:50]})
+    page = Paginator(selectors.round_list(), ROUNDS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "any_running": any(r.status == RoundStatus.RUNNING for r in page.object_list),
+        "can_review": is_reviewer(request.user),
+    }
+    template_name = fragment(request, "replay/round_list.html", "round-table")
+    return vary_on_htmx(render(request, template_name, context))
 
 
 @login_required
 def round_detail(request, round_id: int):
     vround = get_object_or_404(ValidationRound, pk=round_id)
-    return render(request, "replay/round_detail.html", {"round": vround})
+    template_name = fragment(request, "replay/round_detail.html", "round-status")
+    return vary_on_htmx(render(request, template_name, selectors.round_detail(vround)))
 
 
-@login_required
+@require_POST
+@reviewer_required
 def round_start(request):
-    return HttpResponseNotAllowed(["POST"])
+    """Ask for a round (SPEC §9.1). The kick never raises; its detail tells the reviewer
+    whether it was queued."""
+    result = kick_round(reason="dashboard")
+    if result["queued"]:
+        messages.success(request, f"Round requested: {result['detail']}.")
+    else:
+        messages.warning(request, f"No round started: {result['detail']}.")
+    return redirect("round-list")

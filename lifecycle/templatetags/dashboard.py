@@ -1,6 +1,9 @@
 """Template helpers shared by every dashboard page."""
 
+import json
+
 from django import template
+from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
@@ -22,3 +25,37 @@ def navlink(context, url_name: str, label: str, fallback: str = "") -> str:
     if current:
         return format_html('<a href="{}" aria-current="page">{}</a>', href, label)
     return format_html('<a href="{}">{}</a>', href, label)
+
+
+@register.filter
+def as_json(value) -> str:
+    """A value as compact JSON, for a `data-plotly` attribute (autoescaping quotes it)."""
+    return json.dumps(value, cls=DjangoJSONEncoder, separators=(",", ":"))
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+@register.simple_tag
+def trajectory_url(trajectory_id: str) -> str:
+    """The corpus page of a trajectory (dashboard-2's route), or its planned path."""
+    try:
+        return reverse("trajectory-detail", args=[trajectory_id])
+    except NoReverseMatch:
+        return f"/corpus/{trajectory_id}/"
+
+
+@register.filter
+def percent(value) -> str:
+    if not isinstance(value, int | float):
+        return "—"
+    return f"{value:.0%}"
+
+
+@register.filter
+def number(value, digits: int = 2) -> str:
+    if not isinstance(value, int | float):
+        return "—"
+    return f"{value:.{digits}f}"

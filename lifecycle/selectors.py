@@ -1,0 +1,445 @@
+"""Reads for the dashboard and the API (issue 5). Every function here runs a fixed number of
+queries whatever the data size: lists are filtered and paginated in the database, and a rule's
+detail is built from one read of its journal."""
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+
+from .metrics import load_registry
+from .models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
+
+
+class FilterError(ValueError):
+    """A filter value outside the vocabulary; `field` names the filter at fault."""
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+# The rule-list filter vocabulary. Every key is optional; an empty value means "any".
+#   state            candidate | active | retired
+#   scope            a scope name, exact (e.g. "git", "repo:payments")
+#   validator        replay | forward_trial (the validator of the rule's last attempt) | none
+#   pending_reason   one of SPEC §10's pending reasons, or not_attempted
+#   metric           a registered metric name or alias; matches the whole family (SPEC §1)
+#   has_ground_truth yes | no: the rule's source case carries an expected_rule (SPEC §12)
+#   q                words searched in id, trigger and directive (case-insensitive)
+#   sort             one of RULE_SORTS, "-" prefix for descending; default -recorded
+RULE_FILTER_KEYS = (
+    "state",
+    "scope",
+    "validator",
+    "pending_reason",
+    "metric",
+    "has_ground_truth",
+    "q",
+    "sort",
+)
+RULE_SORTS = {
+    "id": ("id",),
+    "recorded": ("recorded_at", "id"),
+    "decided": ("decided_at", "id"),
+    "state": ("state", "id"),
+    "scope": ("scope", "id"),
+    "attempts": ("replay_attempts", "id"),
+}
+RULE_SORT_LABELS = {
+    "-recorded": "newest recorded",
+    "recorded": "oldest recorded",
+    "-decided": "latest decided",
+    "decided": "earliest decided",
+    "id": "id A→Z",
+    "-id": "id Z→A",
+    "state": "state A→Z",
+    "-state": "state Z→A",
+    "scope": "scope A→Z",
+    "-scope": "scope Z→A",
+    "-attempts": "most replay attempts",
+    "attempts": "fewest replay attempts",
+}
+DEFAULT_RULE_SORT = "-recorded"
+NOT_ATTEMPTED = "not_attempted"
+VALIDATORS = ("replay", "forward_trial")
+_YES = {"yes", "true", "1"}
+_NO = {"no", "false", "0"}
+MAX_QUERY_LENGTH = 200
+
+
+def _choice(filters: dict, key: str, allowed) -> str:
+    value = (filters.get(key) or "").strip()
+    if value and value not in allowed:
+        raise FilterError(
+            f"{key} must be one of {', '.join(sorted(allowed))} (got {value!r})", field=key
+        )
+    return value
+
+
+def _order_by(sort: str) -> list[str]:
+    name = sort.removeprefix("-")
+    if name not in RULE_SORTS:
+        allowed = ", ".join(sorted(RULE_SORTS))
+        raise FilterError(
+            f"sort must be one of {allowed}, optionally with '-' (got {sort!r})", field="sort"
+        )
+    columns = RULE_SORTS[name]
+    if sort.startswith("-"):
+        return [f"-{c}" for c in columns]
+    return list(columns)
+
+
+def clean_rule_filters(filters: dict) -> dict:
+    """The filters a caller gave, stripped and checked; unknown keys are ignored (a page URL
+    also carries `page`). Raises FilterError naming the first bad value."""
+    cleaned = {key: (filters.get(key) or "").strip() for key in RULE_FILTER_KEYS}
+    _choice(cleaned, "state", set(RuleState.values))
+    _choice(cleaned, "validator", {*VALIDATORS, "none"})
+    _choice(cleaned, "pending_reason", {*PendingReason.values, NOT_ATTEMPTED})
+    _choice(cleaned, "has_ground_truth", _YES | _NO)
+    if len(cleaned["q"]) > MAX_QUERY_LENGTH:
+        raise FilterError(f"q is longer than {MAX_QUERY_LENGTH} characters", field="q")
+    _order_by(cleaned["sort"] or DEFAULT_RULE_SORT)
+    return cleaned
+
+
+def _has_ground_truth():
+    return Exists(
+        Trajectory.objects.filter(pk=OuterRef("source_case"), expected_rule__isnull=False)
+    )
+
+
+def rule_list(*, filters: dict) -> QuerySet[Rule]:
+    """Rules matching `filters` (vocabulary above), sorted, each annotated with
+    `has_ground_truth`. Raises FilterError for a value outside the vocabulary."""
+    f = clean_rule_filters(filters)
+    rules = Rule.objects.annotate(has_ground_truth=_has_ground_truth())
+    if f["state"]:
+        rules = rules.filter(state=f["state"])
+    if f["scope"]:
+        rules = rules.filter(scope=f["scope"])
+    if f["validator"] == "none":
+        rules = rules.filter(last_validator="")
+    elif f["validator"]:
+        rules = rules.filter(last_validator=f["validator"])
+    if f["pending_reason"] == NOT_ATTEMPTED:
+        rules = rules.filter(
+            state=RuleState.CANDIDATE, pending_reason="", first_attempted_at__isnull=True
+        )
+    elif f["pending_reason"]:
+        rules = rules.filter(state=RuleState.CANDIDATE, pending_reason=f["pending_reason"])
+    if f["metric"]:
+        registry = load_registry()
+        if registry.resolve(f["metric"]) is None:
+            known = ", ".join(sorted(registry))
+            raise FilterError(
+                f"metric must be one of {known} (got {f['metric']!r})", field="metric"
+            )
+        rules = rules.filter(metric__in=registry.family(f["metric"]))
+    if f["has_ground_truth"]:
+        rules = rules.filter(has_ground_truth=f["has_ground_truth"] in _YES)
+    for word in f["q"].split():
+        rules = rules.filter(
+            Q(id__icontains=word) | Q(trigger__icontains=word) | Q(directive__icontains=word)
+        )
+    return rules.order_by(*_order_by(f["sort"] or DEFAULT_RULE_SORT))
+
+
+def rule_filter_choices() -> dict:
+    """What the filter form offers: the scopes and metrics in use, and the closed sets."""
+    return {
+        "states": RuleState.values,
+        "scopes": list(Rule.objects.order_by("scope").values_list("scope", flat=True).distinct()),
+        "metrics": list(load_registry()),
+        "validators": VALIDATORS,
+        "pending_reasons": [(NOT_ATTEMPTED, "not yet attempted"), *PendingReason.choices],
+        "sorts": list(RULE_SORT_LABELS.items()),
+    }
+
+
+# --- Overview ----------------------------------------------------------------------------------
+
+LIFECYCLE_EVENT_TYPES = ("rule_added", "rule_promoted", "rule_retired", "rule_retired_by_reviewer")
+
+
+def state_counts() -> dict[str, int]:
+    counts = dict(Rule.objects.values_list("state").annotate(n=Count("id")).order_by())
+    return {state: counts.get(state, 0) for state in RuleState.values}
+
+
+def pending_counts() -> list[tuple[str, str, int]]:
+    """(reason, words, count) for every candidate, "not yet attempted" included."""
+    rows = (
+        Rule.objects.filter(state=RuleState.CANDIDATE)
+        .annotate(attempted=Q(first_attempted_at__isnull=False))
+        .values_list("pending_reason", "attempted")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts: Counter = Counter()
+    for reason, attempted, n in rows:
+        counts[reason or ("" if attempted else NOT_ATTEMPTED)] += n
+    labels = {
+        NOT_ATTEMPTED: "not yet attempted",
+        "": "no verdict yet",
+        **dict(PendingReason.choices),
+    }
+    return [(reason, labels[reason], n) for reason, n in counts.most_common()]
+
+
+def latest_transitions(*, limit: int = 10) -> list[JournalEvent]:
+    return list(
+        JournalEvent.objects.filter(type__in=LIFECYCLE_EVENT_TYPES).order_by("-at", "-id")[:limit]
+    )
+
+
+def rule_timestamps() -> list[tuple[datetime, datetime | None, str]]:
+    """(recorded_at, decided_at, state) of every rule, for the lifecycle funnel."""
+    return list(Rule.objects.values_list("recorded_at", "decided_at", "state").order_by())
+
+
+# --- Rule detail -------------------------------------------------------------------------------
+
+_DECISION_WORDS = {
+    "attributable": "attributable regression",
+    "not_attributable": "not attributable",
+    "improved": "improved",
+    "within_margin": "within margin",
+}
+
+
+def signed(value: float) -> str:
+    """A delta as people read it: explicit sign, typographic minus."""
+    return f"{value:+.2f}".replace("-", "\u2212")
+
+
+def attribution_words(entry: dict) -> str:
+    """One attribution decision in words, e.g. "coherence −0.09: not attributable — not in
+    retire_on" (SPEC §7.7)."""
+    decision = entry.get("decision", "")
+    words = _DECISION_WORDS.get(decision, decision.replace("_", " "))
+    why = entry.get("why") or ("not in retire_on" if decision == "not_attributable" else "")
+    delta = entry.get("delta")
+    head = (
+        f"{entry.get('metric', '?')} {signed(delta)}"
+        if isinstance(delta, int | float)
+        else entry.get("metric", "?")
+    )
+    return f"{head}: {words}" + (f" — {why}" if why else "")
+
+
+def delta_class(delta, *, promote_margin: float, regress_margin: float) -> str:
+    """Red at or past the regression margin, green at or past the promotion margin (SPEC §7.7–8)."""
+    if not isinstance(delta, int | float):
+        return "delta-flat"
+    if delta <= -regress_margin:
+        return "delta-bad"
+    if delta >= promote_margin:
+        return "delta-good"
+    return "delta-flat"
+
+
+@dataclass
+class CaseRow:
+    """One row of a round's per-case delta table."""
+
+    case: str
+    kind: str
+    outcome: str
+    candidate_read: bool | None
+    replay_session: str
+    metrics: list[dict]
+    deciding_metric: str | None
+    attribution: list[str]
+    regressed: bool
+    improved: bool
+    error: str | None
+
+
+@dataclass
+class ReplayRound:
+    round_id: int | None
+    at: datetime
+    cases: list[CaseRow] = field(default_factory=list)
+    verdict: dict | None = None
+    retire_on: list[str] = field(default_factory=list)
+
+
+def case_row(evidence: dict, *, promote_margin: float, regress_margin: float) -> CaseRow:
+    metrics = []
+    for name, values in sorted((evidence.get("metrics") or {}).items()):
+        delta = values.get("delta")
+        metrics.append(
+            {
+                "name": name,
+                "original": values.get("original"),
+                "replayed": values.get("replayed"),
+                "delta": delta,
+                "delta_text": signed(delta) if isinstance(delta, int | float) else "",
+                "css": delta_class(
+                    delta, promote_margin=promote_margin, regress_margin=regress_margin
+                ),
+                "deciding": name == evidence.get("deciding_metric"),
+            }
+        )
+    return CaseRow(
+        case=evidence.get("case", ""),
+        kind=evidence.get("kind", ""),
+        outcome=evidence.get("outcome", ""),
+        candidate_read=evidence.get("candidate_read"),
+        replay_session=evidence.get("replay_session") or "",
+        metrics=metrics,
+        deciding_metric=evidence.get("deciding_metric"),
+        attribution=[attribution_words(a) for a in evidence.get("attribution") or []],
+        regressed=bool(evidence.get("regressed")),
+        improved=bool(evidence.get("improved")),
+        error=evidence.get("error"),
+    )
+
+
+def replay_rounds(
+    events: list[JournalEvent], *, promote_margin: float, regress_margin: float
+) -> list[ReplayRound]:
+    """Group a rule's `validation_replay_case` events by round, oldest first, each with the
+    round's `validation_verdict` for the rule."""
+    rounds: dict[int | None, ReplayRound] = {}
+    for event in events:
+        if event.type == "validation_replay_case":
+            entry = rounds.setdefault(event.round_id, ReplayRound(event.round_id, event.at))
+            entry.cases.append(
+                case_row(
+                    event.evidence, promote_margin=promote_margin, regress_margin=regress_margin
+                )
+            )
+            entry.retire_on = event.evidence.get("retire_on") or entry.retire_on
+    for event in events:
+        if event.type == "validation_verdict" and event.round_id in rounds:
+            rounds[event.round_id].verdict = event.evidence
+    return list(rounds.values())
+
+
+@dataclass
+class TrialPanel:
+    enrolled: int
+    breached: int
+    read_candidate: int
+    needed: int
+    baseline_rate: float
+    baseline_sessions: int
+    trial_rate: float | None
+    # The trial figures of the verdict that decided the rule, when a forward trial did.
+    verdict: dict | None
+
+
+def trial_panel(rule: Rule, decided_by: JournalEvent | None) -> TrialPanel:
+    totals = TrialEnrolment.objects.filter(rule=rule).aggregate(
+        enrolled=Count("id"),
+        breached=Count("id", filter=Q(breached=True)),
+        read=Count("id", filter=Q(read_candidate=True)),
+    )
+    enrolled = totals["enrolled"]
+    verdict = None
+    if decided_by is not None and decided_by.evidence.get("trial"):
+        verdict = decided_by.evidence["trial"]
+    return TrialPanel(
+        enrolled=enrolled,
+        breached=totals["breached"],
+        read_candidate=totals["read"],
+        needed=settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS,
+        baseline_rate=rule.baseline_rate,
+        baseline_sessions=rule.baseline_sessions,
+        trial_rate=totals["breached"] / enrolled if enrolled else None,
+        verdict=verdict,
+    )
+
+
+def extraction_parts(extraction: dict | None) -> list[tuple[dict, str]]:
+    """Trigger and directive rows of the extraction diff (SPEC §12): expected, extracted, the
+    word diff and that part's scores."""
+    if not extraction:
+        return []
+    return [
+        (
+            {
+                "expected": (extraction.get("expected") or {}).get(part, ""),
+                "extracted": (extraction.get("extracted") or {}).get(part, ""),
+                **(extraction.get(part) or {}),
+            },
+            part.capitalize(),
+        )
+        for part in ("trigger", "directive")
+    ]
+
+
+def gate_columns(gate: dict) -> list[dict]:
+    """The lexical and signature gates side by side (SPEC §11), each with the trajectories it
+    fired on, so a success the lexical matcher breaks is visible next to the signature result."""
+    columns = []
+    for matcher in ("lexical", "signature"):
+        report = gate.get(matcher) or {}
+        fired = report.get("fired") or {}
+        columns.append(
+            {
+                **report,
+                "matcher": matcher,
+                "fired_lists": [
+                    ("Fired on failures (prevented)", fired.get("prevented", [])),
+                    ("Fired on successes (broken)", fired.get("broken", [])),
+                    ("Fired on near misses", fired.get("near_misses", [])),
+                ],
+            }
+        )
+    return columns
+
+
+def rule_events(rule: Rule) -> list[JournalEvent]:
+    """Every journal event of the rule, oldest first (SPEC §10), in one indexed read."""
+    return list(JournalEvent.objects.filter(rule=rule).order_by("at", "id"))
+
+
+def rule_detail(rule: Rule) -> dict:
+    """Everything the rule page shows. The corpus gate (SPEC §11) and the extraction diff
+    (SPEC §12) come from their own modules and are kept apart from replay evidence."""
+    # Imported here, not at start-up: extraction scoring loads the embedding model, and the
+    # rule-list API that shares this module needs neither.
+    from .extraction_scoring import extraction_for_rule
+    from .gate import gate_both
+
+    events = rule_events(rule)
+    promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN
+    regress_margin = settings.CAUTERWEB_RULE_REGRESS_MARGIN
+    decided_by = next(
+        (
+            e
+            for e in reversed(events)
+            if e.type in ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
+        ),
+        None,
+    )
+    extraction = extraction_for_rule(rule)
+    related = Rule.objects.filter(
+        Q(replaces=rule) | Q(pk__in=[rule.replaces_id, rule.duplicate_of_id])
+    )
+    return {
+        "rule": rule,
+        "events": events,
+        "decided_by": decided_by,
+        "replay_rounds": replay_rounds(
+            events, promote_margin=promote_margin, regress_margin=regress_margin
+        ),
+        "trial": trial_panel(rule, decided_by),
+        "source_case": Trajectory.objects.filter(pk=rule.source_case)
+        .only("id", "kind", "task")
+        .first()
+        if rule.source_case
+        else None,
+        "versions": list(related.only("id", "state", "replaces_id")),
+        "gate_columns": gate_columns(gate_both(rule)),
+        "extraction": extraction,
+        "extraction_parts": extraction_parts(extraction),
+        "promote_margin": promote_margin,
+        "regress_margin": regress_margin,
+    }

@@ -1,0 +1,206 @@
+"""Plotly figures as plain data (issue 5 §9). Pure functions: they take rows already read and
+return `{"data": [...], "layout": {...}}`, which a page puts in a `data-plotly` attribute and
+static/js/charts.js renders. No Plotly Python objects, so no figure depends on the database."""
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+GOOD = "#176b37"
+BAD = "#a3241b"
+NEUTRAL = "#5b6475"
+PENDING = "#b07d00"
+OUTCOME_COLOURS = {"promote": GOOD, "retire": BAD, "pending": PENDING}
+VERDICT_COLOURS = {"match": GOOD, "partial": PENDING, "miss": BAD}
+
+_BASE_LAYOUT = {
+    "margin": {"l": 56, "r": 16, "t": 48, "b": 48},
+    "font": {"family": "system-ui, sans-serif", "size": 13},
+    "legend": {"orientation": "h", "y": -0.2},
+    "paper_bgcolor": "#ffffff",
+    "plot_bgcolor": "#ffffff",
+}
+
+
+def _layout(title: str, **extra) -> dict:
+    return {**_BASE_LAYOUT, "title": {"text": title}, **extra}
+
+
+def delta_distributions(cases: list[dict], *, promote_margin: float, regress_margin: float) -> dict:
+    """Per-metric distribution of replay deltas (SPEC §7.6) over scored cases, with the band
+    between the regression and promotion margins shaded: points outside it decided something."""
+    deltas: dict[str, list[float]] = defaultdict(list)
+    labels: dict[str, list[str]] = defaultdict(list)
+    for case in cases:
+        if case.get("outcome") != "scored":
+            continue
+        for metric, values in (case.get("metrics") or {}).items():
+            delta = values.get("delta") if isinstance(values, dict) else None
+            if isinstance(delta, int | float):
+                deltas[metric].append(round(delta, 4))
+                labels[metric].append(f"{case.get('case', '?')} ({case.get('kind', '?')})")
+    data = [
+        {
+            "type": "box",
+            "name": metric,
+            "y": deltas[metric],
+            "text": labels[metric],
+            "boxpoints": "all",
+            "jitter": 0.4,
+            "pointpos": 0,
+            "marker": {"color": NEUTRAL, "size": 6},
+            "hovertemplate": "%{text}<br>delta %{y:+.3f}<extra>" + metric + "</extra>",
+        }
+        for metric in sorted(deltas)
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "Replay deltas per metric (band: within margin)",
+            showlegend=False,
+            yaxis={"title": {"text": "replayed − original"}, "zeroline": True},
+            shapes=[
+                {
+                    "type": "rect",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "y0": -regress_margin,
+                    "y1": promote_margin,
+                    "fillcolor": "#eef1f6",
+                    "opacity": 0.7,
+                    "line": {"width": 0},
+                    "layer": "below",
+                }
+            ],
+        ),
+    }
+
+
+def extraction_scatter(rows: list[dict]) -> dict:
+    """Token-F1 against the semantic score per rule (SPEC §12). Rewordings sit high above the
+    diagonal: the meaning matches although the words do not."""
+    by_verdict: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_verdict[row.get("verdict", "?")].append(row)
+    data = [
+        {
+            "type": "scatter",
+            "mode": "markers+text",
+            "name": verdict,
+            "x": [r.get("token_f1") for r in group],
+            "y": [r.get("semantic") for r in group],
+            "text": [r.get("rule", "") for r in group],
+            "textposition": "top center",
+            "marker": {"size": 10, "color": VERDICT_COLOURS.get(verdict, NEUTRAL)},
+            "hovertemplate": "%{text}<br>token-F1 %{x:.2f}<br>semantic %{y:.2f}<extra>"
+            + verdict
+            + "</extra>",
+        }
+        for verdict, group in sorted(by_verdict.items())
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "Extraction accuracy: token-F1 vs semantic score",
+            xaxis={"title": {"text": "token-F1"}, "range": [-0.05, 1.05]},
+            yaxis={"title": {"text": "semantic score"}, "range": [-0.05, 1.05]},
+            shapes=[
+                {
+                    "type": "line",
+                    "x0": 0,
+                    "y0": 0,
+                    "x1": 1,
+                    "y1": 1,
+                    "line": {"dash": "dot", "color": NEUTRAL, "width": 1},
+                }
+            ],
+        ),
+    }
+
+
+def verdicts_per_round(counts: list[tuple[int, str, int]]) -> dict:
+    """Stacked bars of verdict outcomes per round (SPEC §10 `validation_verdict`)."""
+    rounds = sorted({round_id for round_id, _, _ in counts})
+    table = {(round_id, outcome): n for round_id, outcome, n in counts}
+    outcomes = [o for o in OUTCOME_COLOURS if any(o == out for _, out, _ in counts)]
+    outcomes += sorted({out for _, out, _ in counts} - set(outcomes))
+    data = [
+        {
+            "type": "bar",
+            "name": outcome,
+            "x": [f"round {r}" for r in rounds],
+            "y": [table.get((r, outcome), 0) for r in rounds],
+            "marker": {"color": OUTCOME_COLOURS.get(outcome, NEUTRAL)},
+        }
+        for outcome in outcomes
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "Verdicts per round",
+            barmode="stack",
+            xaxis={"type": "category"},
+            yaxis={"title": {"text": "candidates"}},
+        ),
+    }
+
+
+def _bucket(span: timedelta) -> timedelta:
+    """A bucket size that gives a readable number of points for the history's span."""
+    for size in (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1)):
+        if span <= size * 200:
+            return size
+    return timedelta(weeks=1)
+
+
+def funnel_series(
+    timestamps: list[tuple[datetime, datetime | None, str]], *, now: datetime
+) -> dict[str, list]:
+    """Cumulative counts over time: recorded, promoted, retired and still pending, from each
+    rule's (recorded_at, decided_at, state). Pure, so it is tested without a database."""
+    if not timestamps:
+        return {"at": [], "recorded": [], "promoted": [], "retired": [], "pending": []}
+    start = min(recorded for recorded, _, _ in timestamps)
+    size = _bucket(now - start)
+    steps = int((now - start) / size) + 1
+    recorded = [0] * (steps + 1)
+    promoted = [0] * (steps + 1)
+    retired = [0] * (steps + 1)
+    for recorded_at, decided_at, state in timestamps:
+        recorded[int((recorded_at - start) / size) + 1] += 1
+        if decided_at is not None and state in ("active", "retired"):
+            target = promoted if state == "active" else retired
+            target[min(int((decided_at - start) / size) + 1, steps)] += 1
+    at, series = [], {"recorded": [], "promoted": [], "retired": [], "pending": []}
+    totals = {"recorded": 0, "promoted": 0, "retired": 0}
+    for i in range(steps + 1):
+        totals["recorded"] += recorded[i]
+        totals["promoted"] += promoted[i]
+        totals["retired"] += retired[i]
+        at.append((start + size * i).isoformat())
+        for key in totals:
+            series[key].append(totals[key])
+        series["pending"].append(totals["recorded"] - totals["promoted"] - totals["retired"])
+    return {"at": at, **series}
+
+
+def lifecycle_funnel(series: dict[str, list]) -> dict:
+    """The lifecycle over time: recorded → promoted / retired / still pending."""
+    colours = {"recorded": NEUTRAL, "promoted": GOOD, "retired": BAD, "pending": PENDING}
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": name,
+            "x": series["at"],
+            "y": series[name],
+            "line": {"color": colour, "shape": "hv", "width": 2},
+        }
+        for name, colour in colours.items()
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "Lifecycle over time", xaxis={"type": "date"}, yaxis={"title": {"text": "rules"}}
+        ),
+    }

@@ -1,0 +1,100 @@
+"""Reads for the rounds pages and the charts (issue 5 §4, §9): a fixed number of queries each."""
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Max, QuerySet
+from django.db.models.fields.json import KT
+
+from lifecycle.models import JournalEvent
+
+from .models import RoundStatus, ValidationRound
+
+# The charts look at recent history: enough to see a distribution, bounded so the page stays
+# fast on a journal of millions of events.
+CHART_CASE_LIMIT = 5000
+CHART_ROUND_LIMIT = 50
+
+
+def round_list() -> QuerySet[ValidationRound]:
+    return ValidationRound.objects.order_by("-id")
+
+
+@dataclass
+class QueueRow:
+    position: int
+    rule_id: str
+    validator: str
+    replay_attempts: int | None
+    budget_exhausted: bool
+    outcome: str
+    reason: str
+    pending_reason: str
+
+
+def queue_rows(vround: ValidationRound, events: list[JournalEvent]) -> list[QueueRow]:
+    """One row per queued candidate in the round's order (SPEC §9.2), with the validator it got
+    and its verdict (SPEC §10); a candidate not reached yet has neither."""
+    started = {e.rule_id: e.evidence for e in events if e.type == "validation_candidate_started"}
+    verdicts = {e.rule_id: e.evidence for e in events if e.type == "validation_verdict"}
+    rows = []
+    for position, rule_id in enumerate(vround.queue, start=1):
+        begun = started.get(rule_id, {})
+        verdict = verdicts.get(rule_id, {})
+        rows.append(
+            QueueRow(
+                position=position,
+                rule_id=rule_id,
+                validator=verdict.get("validator") or begun.get("validator", ""),
+                replay_attempts=begun.get("replay_attempts"),
+                budget_exhausted=bool(
+                    verdict.get("round_budget_exhausted") or begun.get("round_budget_exhausted")
+                ),
+                outcome=verdict.get("outcome", ""),
+                reason=verdict.get("reason", ""),
+                pending_reason=verdict.get("pending_reason") or "",
+            )
+        )
+    return rows
+
+
+def round_detail(vround: ValidationRound) -> dict:
+    events = list(JournalEvent.objects.filter(round_id=vround.id).order_by("id"))
+    previous = (
+        ValidationRound.objects.filter(id__lt=vround.id).order_by("-id").only("id", "queue").first()
+    )
+    return {
+        "round": vround,
+        "queue": queue_rows(vround, events),
+        "previous": previous,
+        "previous_first": previous.queue[0] if previous and previous.queue else None,
+        "running": vround.status == RoundStatus.RUNNING,
+        "events": events,
+    }
+
+
+def last_rounds(*, limit: int = 5) -> list[ValidationRound]:
+    return list(ValidationRound.objects.order_by("-id")[:limit])
+
+
+def replay_case_evidence(*, limit: int = CHART_CASE_LIMIT) -> list[dict]:
+    """The evidence of the latest `validation_replay_case` events (SPEC §10)."""
+    return list(
+        JournalEvent.objects.filter(type="validation_replay_case")
+        .order_by("-at", "-id")
+        .values_list("evidence", flat=True)[:limit]
+    )
+
+
+def verdict_counts(*, rounds: int = CHART_ROUND_LIMIT) -> list[tuple[int, str, int]]:
+    """(round id, outcome, count) of the `validation_verdict` events of the latest rounds."""
+    newest = JournalEvent.objects.filter(type="validation_verdict").aggregate(m=Max("round_id"))[
+        "m"
+    ]
+    if newest is None:
+        return []
+    return list(
+        JournalEvent.objects.filter(type="validation_verdict", round_id__gt=newest - rounds)
+        .values_list("round_id", KT("evidence__outcome"))
+        .annotate(n=Count("id"))
+        .order_by("round_id")
+    )
