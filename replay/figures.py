@@ -167,7 +167,7 @@ def funnel_series(
     promoted = [0] * (steps + 1)
     retired = [0] * (steps + 1)
     for recorded_at, decided_at, state in timestamps:
-        recorded[int((recorded_at - start) / size) + 1] += 1
+        recorded[min(int((recorded_at - start) / size) + 1, steps)] += 1
         if decided_at is not None and state in ("active", "retired"):
             target = promoted if state == "active" else retired
             target[min(int((decided_at - start) / size) + 1, steps)] += 1
