@@ -17,6 +17,12 @@ from lifecycle.tokens import InvalidToken, TokenNotFound, token_create, token_re
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    # The personas log in with real passwords; the default hasher costs ~0.3 s a user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def stored_values(token: ApiToken) -> list[str]:
     return [str(getattr(token, f.attname)) for f in ApiToken._meta.concrete_fields]
 
