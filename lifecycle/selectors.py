@@ -222,6 +222,9 @@ def attribution_words(entry: dict) -> str:
     decision = entry.get("decision", "")
     words = _DECISION_WORDS.get(decision, decision.replace("_", " "))
     why = entry.get("why") or ("not in retire_on" if decision == "not_attributable" else "")
+    if why.lower().startswith(words):
+        # The engine's reason often restates the decision ("improved past the promote margin").
+        why = why[len(words) :].strip()
     delta = entry.get("delta")
     head = (
         f"{entry.get('metric', '?')} {signed(delta)}"
@@ -229,6 +232,16 @@ def attribution_words(entry: dict) -> str:
         else entry.get("metric", "?")
     )
     return f"{head}: {words}" + (f" — {why}" if why else "")
+
+
+def attribution_lines(entries: list[dict]) -> list[str]:
+    """Each decision that mattered in words; the metrics that stayed within the margins are
+    named together on one line, so the decisive ones stand out."""
+    lines = [attribution_words(e) for e in entries if e.get("decision") != "within_margin"]
+    quiet = [e.get("metric", "?") for e in entries if e.get("decision") == "within_margin"]
+    if quiet:
+        lines.append(f"within margin: {', '.join(quiet)}")
+    return lines
 
 
 def delta_class(delta, *, promote_margin: float, regress_margin: float) -> str:
@@ -293,7 +306,7 @@ def case_row(evidence: dict, *, promote_margin: float, regress_margin: float) ->
         replay_session=evidence.get("replay_session") or "",
         metrics=metrics,
         deciding_metric=evidence.get("deciding_metric"),
-        attribution=[attribution_words(a) for a in evidence.get("attribution") or []],
+        attribution=attribution_lines(evidence.get("attribution") or []),
         regressed=bool(evidence.get("regressed")),
         improved=bool(evidence.get("improved")),
         error=evidence.get("error"),

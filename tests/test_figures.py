@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifecycle.selectors import attribution_words, case_row, delta_class, signed
+from lifecycle.selectors import attribution_lines, attribution_words, case_row, delta_class, signed
 from replay import figures
 
 from .dashboard_data import case_evidence
@@ -194,3 +194,17 @@ def test_a_rule_decided_in_the_future_lands_in_the_last_bucket():
 def test_no_rules_give_an_empty_funnel():
     figure = figures.lifecycle_funnel(figures.funnel_series([], now=T0))
     assert [t["x"] for t in figure["data"]] == [[], [], [], []]
+
+
+def test_metrics_within_the_margins_are_named_together_on_one_line():
+    lines = attribution_lines(
+        [
+            {"metric": "coherence", "delta": 0.0, "decision": "within_margin", "why": ""},
+            {"metric": "task_completion", "delta": -0.2, "decision": "attributable", "why": ""},
+            {"metric": "tool_correctness", "delta": 0.01, "decision": "within_margin", "why": ""},
+        ]
+    )
+    assert lines == [
+        "task_completion \u22120.20: attributable regression",
+        "within margin: coherence, tool_correctness",
+    ]
