@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -121,7 +121,7 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
     tid = obj["id"]
     if not isinstance(tid, str) or not tid.strip() or len(tid) > 128:
         bad("id", "must be a non-empty string of at most 128 characters")
-    if obj["kind"] not in KINDS:
+    if not isinstance(obj["kind"], str) or obj["kind"] not in KINDS:
         bad("kind", f"must be one of {', '.join(sorted(KINDS))}, got {obj['kind']!r}")
     if not isinstance(obj["task"], str) or not obj["task"].strip():
         bad("task", "must be a non-empty string")
@@ -258,20 +258,87 @@ def import_corpus(lines: Iterable[str | bytes], *, replace: bool = False) -> Imp
             _bulk_atoms([f for _, f in changed])
             result.updated = len(changed)
         if new:
-            Trajectory.objects.bulk_create(
-                [Trajectory(**f, imported_at=now) for f in new], batch_size=BATCH
-            )
-            _bulk_atoms(new)
+            _insert_trajectories(new, imported_at=now)
             result.created = len(new)
     return result
 
 
+TRAJECTORY_COLUMNS = (
+    "id",
+    "kind",
+    "task",
+    "steps",
+    "outcome",
+    "metrics",
+    "signature",
+    "notices",
+    "session_id",
+    "started_at",
+    "corpus",
+    "expected_rule",
+    "replayable",
+    "replay_input",
+    "meta",
+    "content_hash",
+    "imported_at",
+)
+JSON_COLUMNS = {
+    "steps",
+    "outcome",
+    "metrics",
+    "signature",
+    "notices",
+    "expected_rule",
+    "replay_input",
+    "meta",
+}
+
+
+def _insert_trajectories(rows: list[dict], *, imported_at: datetime) -> None:
+    """New trajectories and their atoms, written below the ORM: building a model instance per
+    row costs more than the database write itself, and a corpus can hold millions of rows."""
+    ops = connection.ops
+
+    def cell(column: str, value):
+        if column in JSON_COLUMNS:
+            return None if value is None else json.dumps(value, ensure_ascii=False)
+        if column in ("started_at", "imported_at") and value is not None:
+            return ops.adapt_datetimefield_value(value)
+        return value
+
+    values = (
+        tuple(cell(c, imported_at if c == "imported_at" else f[c]) for c in TRAJECTORY_COLUMNS)
+        for f in rows
+    )
+    _copy_rows(Trajectory._meta.db_table, TRAJECTORY_COLUMNS, values)
+    _bulk_atoms(rows)
+
+
+def _copy_rows(table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+    quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.copy(
+                f"COPY {connection.ops.quote_name(table)} ({quoted}) FROM STDIN"
+            ) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        marks = ", ".join(["%s"] * len(columns))
+        sql = f"INSERT INTO {connection.ops.quote_name(table)} ({quoted}) VALUES ({marks})"
+        batch: list[tuple] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= BATCH * 5:
+                cursor.executemany(sql, batch)
+                batch = []
+        if batch:
+            cursor.executemany(sql, batch)
+
+
 def _bulk_atoms(rows: list[dict]) -> None:
-    TrajectoryAtom.objects.bulk_create(
-        [
-            TrajectoryAtom(trajectory_id=f["id"], atom=atom)
-            for f in rows
-            for atom in trajectory_atoms(f)
-        ],
-        batch_size=BATCH * 2,
+    _copy_rows(
+        TrajectoryAtom._meta.db_table,
+        ("trajectory_id", "atom"),
+        ((f["id"], atom) for f in rows for atom in trajectory_atoms(f)),
     )

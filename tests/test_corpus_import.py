@@ -41,6 +41,8 @@ def test_a_corpus_imports_with_every_field_kept():
         {"agent": "coder-7"},
     )
     assert stored.replay_input == {"task": "push the fix"}
+    assert stored.started_at.isoformat() == line["started_at"]
+    assert stored.outcome == {"status": "failed"}
     assert stored.replayable is True
     # SPEC §2: replayable defaults to true only when the trajectory has steps.
     assert Trajectory.objects.get(pk="S-022").replayable is False
