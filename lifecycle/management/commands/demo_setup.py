@@ -2,7 +2,7 @@
 and candidates shipped in lifecycle/fixtures/demo/, validate to standstill, and make a demo
 reviewer login. Safe to run again: every load is idempotent."""
 
-import importlib
+from collections import Counter
 from pathlib import Path
 
 from django.contrib.auth.models import Group, User
@@ -12,6 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 from lifecycle.corpus import ImportRejected, import_corpus, read_jsonl
 from lifecycle.intake import ingest_reports, record_candidates
 from lifecycle.states import Actor
+from replay.kick import kicks_deferred
+from replay.services import run_until_settled
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 DEMO_USER = "demo"
@@ -32,7 +34,6 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_groups_and_user()
-        kicks_deferred = _kicks_deferred()
         try:
             with kicks_deferred():
                 self._load("corpus.jsonl", lambda rows: import_corpus(rows))
@@ -53,19 +54,14 @@ class Command(BaseCommand):
         except ImportRejected as exc:
             raise CommandError(f"the demo data is broken: {exc}") from None
         if not options["skip_validate"]:
-            try:
-                from replay.services import run_until_settled
-            except ImportError:
-                self.stdout.write("validation engine not installed yet: skipping validation")
-            else:
-                result = run_until_settled(timeout_s=options["timeout"])
-                states = {}
-                for rule in result["rules"]:
-                    states[rule["state"]] = states.get(rule["state"], 0) + 1
-                self.stdout.write(
-                    f"validated to standstill in {result['rounds']} round(s): "
-                    + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
-                )
+            result = run_until_settled(timeout_s=options["timeout"])
+            states = Counter(rule["state"] for rule in result["rules"])
+            pending = Counter(r["pending_reason"] for r in result["rules"] if r["pending_reason"])
+            self.stdout.write(
+                f"validated to standstill in {result['rounds']} round(s): "
+                + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+                + "".join(f"; {n} pending: {reason}" for reason, n in sorted(pending.items()))
+            )
         self.stdout.write(
             self.style.SUCCESS(
                 f"\nCauterWeb demo ready: {options['url']}  (login: {DEMO_USER} / {DEMO_PASSWORD})\n"
@@ -89,13 +85,3 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{name}: {result.created} created, {result.unchanged} unchanged, {result.updated} updated"
         )
-
-
-def _kicks_deferred():
-    """The engine's kicks_deferred() when the engine is installed, else a no-op."""
-    try:
-        return importlib.import_module("replay.kick").kicks_deferred
-    except (ImportError, AttributeError):
-        from contextlib import nullcontext
-
-        return nullcontext
