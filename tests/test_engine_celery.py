@@ -1,0 +1,157 @@
+"""Rounds through real Celery workers on Redis and PostgreSQL (SPEC §3, §9.1).
+
+Run with both services, e.g.:
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/1 DATABASE_URL=postgres://root@127.0.0.1:5432/cw_engine \\
+        .venv/bin/python -m pytest tests/test_engine_celery.py
+The workers are subprocesses pointed at pytest-django's test database (`test_<name>`), so the
+data they see is what the test committed (transactional_db).
+"""
+
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from lifecycle.corpus import read_jsonl
+from lifecycle.intake import ingest_reports
+from lifecycle.models import JournalEvent, Rule
+from replay.models import RoundStatus, ValidationRound
+from replay.tasks import round_run_task
+from tests.factories import T0, jsonl, report
+from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+ROOT = Path(__file__).resolve().parent.parent
+SIMULATED = "replay.backends.simulated:replay"
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    user = db.get("USER") or ""
+    auth = f"{user}:{db['PASSWORD']}@" if db.get("PASSWORD") else (f"{user}@" if user else "")
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@pytest.fixture(scope="module")
+def workers(django_db_setup, django_db_blocker):
+    """Two Celery workers on the test database; stopped (by pid) when the module ends."""
+    from cauterweb.celery import app
+
+    if connection.vendor != "postgresql" or not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("needs PostgreSQL and Redis")
+    app.control.purge()
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "CAUTERWEB_REPLAY_BACKEND": SIMULATED,
+        "CAUTERWEB_ROUND_SCHEDULE_S": "3600",
+    }
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "cauterweb",
+                "worker",
+                "--pool=solo",
+                "--without-heartbeat",
+                "--without-mingle",
+                "--without-gossip",
+                "-n",
+                f"engine-test-{n}@%h",
+                "--loglevel=WARNING",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for n in (1, 2)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while len(app.control.ping(timeout=0.5) or []) < 2:
+            assert time.monotonic() < deadline, "the Celery workers did not come up"
+        yield procs
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def wait_for(predicate, *, timeout_s: float = 60.0) -> None:
+    """Wait for the workers (other processes) to reach a state; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting for the workers"
+        time.sleep(0.1)
+
+
+def rescuable(tid: str) -> dict:
+    """A failing case the simulated agent gets right when a rule says to pull first."""
+    line = failing(tid)
+    fault = {"step": 0, "atoms": line["signature"]}
+    fix = {"directive_terms": ["pull"], "effect": "rescue", "metrics": {"task_completion": 0.9}}
+    line["replay_input"] = {"task": "push", "scope": "git", "fault": fault, "fixes": [fix]}
+    return line
+
+
+def rounds_settled() -> bool:
+    return not ValidationRound.objects.filter(status=RoundStatus.RUNNING).exists()
+
+
+@pytest.mark.usefixtures("workers", "registry_seeded")
+def test_two_workers_racing_apply_one_verdict(monkeypatch):  # SPEC §3, §9.1
+    monkeypatch.undo()  # real kicks, through the broker
+    corpus(rescuable("F-1"))
+    candidate = rule("R-1")
+    for _ in range(8):
+        round_run_task.delay(kicked_by="race")
+    wait_for(lambda: Rule.objects.get(pk=candidate.pk).state != "candidate")
+    wait_for(rounds_settled)
+    assert (
+        JournalEvent.objects.filter(
+            rule_id="R-1", type__in=["rule_promoted", "rule_retired"]
+        ).count()
+        == 1
+    )
+    assert Rule.objects.get(pk=candidate.pk).state == "active"
+    # Both workers took kicks; the lock turned the loser's into no-ops, so no two rounds ever
+    # overlapped.
+    from cauterweb.celery import app
+
+    stats = app.control.inspect(timeout=2).stats() or {}
+    taken = [w["total"].get("replay.tasks.round_run_task", 0) for w in stats.values()]
+    assert len(taken) == 2 and all(taken), taken
+    rounds = list(ValidationRound.objects.order_by("started_at"))
+    for earlier, later in pairwise(rounds):
+        assert earlier.finished_at <= later.started_at
+
+
+@pytest.mark.usefixtures("workers", "registry_seeded")
+def test_a_report_kicks_a_round_on_a_worker_that_journals_the_verdict(monkeypatch):
+    monkeypatch.undo()  # SPEC §8, §9.1 end to end: report in → round kicked → verdict
+    rule("R-9", signature=["tool:kubectl", "error:image_pull_backoff"])
+    wait_for(rounds_settled)
+    before = ValidationRound.objects.count()
+    reports = [report(f"live-{i}", T0 + timedelta(minutes=i)) for i in range(5)]
+    ingest_reports(read_jsonl(jsonl(*reports)))
+    wait_for(lambda: JournalEvent.objects.filter(rule_id="R-9", type="rule_promoted").exists())
+    promoted = JournalEvent.objects.get(rule_id="R-9", type="rule_promoted")
+    assert promoted.evidence["validator"] == "forward_trial"
+    assert promoted.evidence["trial"]["observed_sessions"] == 5
+    assert ValidationRound.objects.count() > before
