@@ -532,8 +532,10 @@ class PackQuery(Schema):
             "200": {
                 "description": "the pack (YAML/JSON) or the agent file (Markdown)",
                 "content": {
-                    ctype: {"schema": {"type": "string"}}
-                    for ctype in sorted(set(PACK_CONTENT_TYPES.values()))
+                    # A pack is a document (pack_version, rules, checksum); an agent file is text.
+                    "application/yaml": {"schema": {"type": "object"}},
+                    "application/json": {"schema": {"type": "object"}},
+                    "text/markdown": {"schema": {"type": "string"}},
                 },
             }
         }
