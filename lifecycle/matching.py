@@ -82,10 +82,11 @@ def matching_trajectories(
 
     Each failure-mode atom is one semi-join on the (atom, trajectory) index, so the database
     intersects per-atom posting lists starting from the rarest atom instead of scanning every
-    stored signature. Ordered by id (the model default); callers re-order for their purpose
+    stored signature. Unordered on purpose: the model's default ordering by id would force
+    PostgreSQL into a merge join along the whole primary key; callers order for their purpose
     (replay: newest first)."""
     failure_mode = sorted(atom_lib.failure_mode_atoms(rule.signature))
-    trajectories = Trajectory.objects.all()
+    trajectories = Trajectory.objects.order_by()
     if failure_mode:
         for atom in failure_mode:
             trajectories = trajectories.filter(

@@ -106,9 +106,15 @@ def test_replay_inputs_follow_the_simulated_harness_format():
 
 
 def _effect_at(directive: str, items: list[dict]) -> dict | None:
-    """What the simulated harness applies: the first fix/hazard whose terms all appear."""
-    found = set(re.findall(r"[a-z0-9][a-z0-9'-]*", directive.lower()))
-    return next((i for i in items if all(term in found for term in i["directive_terms"])), None)
+    """What the simulated harness applies: the first fix/hazard whose terms all appear (as
+    words or inside the directive's text, as replay.backends.simulated reads them)."""
+    text = directive.lower()
+    found = set(re.findall(r"[a-z0-9_.\-]+", text))
+
+    def appears(term):
+        return term in found or term in text
+
+    return next((i for i in items if all(map(appears, i["directive_terms"]))), None)
 
 
 def _newest_matching_failures(cand):

@@ -1,0 +1,123 @@
+"""Extraction accuracy of stored rules (SPEC §12): each rule whose source case carries an
+`expected_rule`, scored against it by `lifecycle.extraction.compare_rules`.
+
+This is a separate number from replay fidelity and stays one: nothing here reads a verdict,
+a delta or a trial, and nothing elsewhere folds these scores into a rule's validation.
+"""
+
+from . import atoms as atom_lib
+from .corpus import ImportRejected, LineError
+from .extraction import compare_many
+from .models import Rule, Trajectory
+
+
+def _parts(rule: dict) -> dict:
+    return {"trigger": rule["trigger"], "directive": rule["directive"]}
+
+
+def _scored(rows: list[tuple[dict, dict, list[str] | None]]) -> list[dict]:
+    """(extracted, expected, extracted signature) → compare results, embedded in one batch."""
+    if not rows:
+        return []
+    results = compare_many(
+        [(extracted, expected) for extracted, expected, _ in rows],
+        signatures=[signature for _, _, signature in rows],
+    )
+    return [
+        {"expected": expected, "extracted": extracted, **result}
+        for (extracted, expected, _), result in zip(rows, results, strict=True)
+    ]
+
+
+def _rule_row(rule: Rule, expected: dict) -> tuple[dict, dict, list[str] | None]:
+    extracted = {"trigger": rule.trigger, "directive": rule.directive}
+    return extracted, _parts(expected), None
+
+
+def extraction_for_rule(rule: Rule) -> dict | None:
+    """The rule scored against its source case's expected rule; None when there is none."""
+    if not rule.source_case:
+        return None
+    expected = (
+        Trajectory.objects.filter(pk=rule.source_case)
+        .values_list("expected_rule", flat=True)
+        .first()
+    )
+    if not expected:
+        return None
+    return {"source_case": rule.source_case, **_scored([_rule_row(rule, expected)])[0]}
+
+
+def extraction_rows() -> list[dict]:
+    """One row per rule (any state) whose source case carries an expected rule, in the
+    order rules were recorded. Two queries whatever the number of rules."""
+    with_expected = Trajectory.objects.filter(expected_rule__isnull=False).values("id")
+    rules = list(Rule.objects.filter(source_case__in=with_expected).order_by("recorded_at", "id"))
+    expected_by_case = dict(
+        Trajectory.objects.filter(pk__in={r.source_case for r in rules}).values_list(
+            "id", "expected_rule"
+        )
+    )
+    scored = _scored([_rule_row(rule, expected_by_case[rule.source_case]) for rule in rules])
+    return [
+        {"rule": rule.id, "state": rule.state, "source_case": rule.source_case, **row}
+        for rule, row in zip(rules, scored, strict=True)
+    ]
+
+
+def _rule_part(number: int, obj: dict, name: str) -> tuple[dict | None, list[LineError]]:
+    value = obj.get(name)
+    if not isinstance(value, dict):
+        return None, [LineError(number, name, "is required: an object with trigger and directive")]
+    errors = [
+        LineError(number, f"{name}.{part}", "is required and must be a non-empty string")
+        for part in ("trigger", "directive")
+        if not isinstance(value.get(part), str) or not value[part].strip()
+    ]
+    return (None if errors else {p: value[p] for p in ("trigger", "directive")}), errors
+
+
+def parse_pairs(rows) -> list[tuple[int, dict, dict, list[str] | None]]:
+    """Lines of `compare_rules --pairs` (SPEC §15): each `{"extracted": {trigger, directive},
+    "expected": {trigger, directive}}`, optionally `extracted_signature` (atoms); other keys
+    (labels, notes) are ignored. Raises ImportRejected naming every bad line."""
+    good, errors = [], []
+    for number, obj, error in rows:
+        if error:
+            errors.append(error)
+            continue
+        if not isinstance(obj, dict):
+            errors.append(LineError(number, "", "each line must be a JSON object"))
+            continue
+        extracted, bad_extracted = _rule_part(number, obj, "extracted")
+        expected, bad_expected = _rule_part(number, obj, "expected")
+        signature = None
+        line_errors = bad_extracted + bad_expected
+        if obj.get("extracted_signature") is not None:
+            try:
+                signature = atom_lib.parse_atoms(obj["extracted_signature"])
+            except atom_lib.BadAtom as exc:
+                line_errors.append(LineError(number, "extracted_signature", str(exc)))
+        if line_errors:
+            errors.extend(line_errors)
+            continue
+        good.append((number, extracted, expected, signature))
+    if errors:
+        raise ImportRejected(errors)
+    return good
+
+
+def score_pairs(rows) -> list[dict]:
+    """Score every line of a pairs file; all lines are checked before any is scored."""
+    pairs = parse_pairs(rows)
+    scored = _scored(
+        [(extracted, expected, signature) for _, extracted, expected, signature in pairs]
+    )
+    return [{"line": pair[0], **row} for pair, row in zip(pairs, scored, strict=True)]
+
+
+def verdict_counts(rows: list[dict]) -> dict[str, int]:
+    counts = {"match": 0, "partial": 0, "miss": 0}
+    for row in rows:
+        counts[row["verdict"]] += 1
+    return counts

@@ -1,0 +1,38 @@
+from django.core.management.base import CommandError
+
+from lifecycle.corpus import ImportRejected, read_jsonl
+from lifecycle.extraction_scoring import score_pairs, verdict_counts
+from lifecycle.management.base import JsonCommand, open_lines
+
+
+class Command(JsonCommand):
+    help = (
+        "Score extracted rules against expected ones, one JSON pair a line: "
+        '{"extracted": {trigger, directive}, "expected": {trigger, directive}} (SPEC §12, §15).'
+    )
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--pairs", required=True, help="JSON Lines file, or - for stdin")
+
+    def handle(self, *args, **options):
+        with open_lines(options["pairs"]) as lines:
+            try:
+                rows = score_pairs(read_jsonl(lines))
+            except ImportRejected as exc:
+                self.reject(exc)
+        if not rows:
+            raise CommandError(f"no pairs in {options['pairs']}")
+        counts = verdict_counts(rows)
+        human = [
+            f"{'line':>4}  {'verdict':<8} {'trigger F1':>10} {'directive F1':>12} "
+            f"{'semantic':>8} {'signature':>9}"
+        ]
+        for row in rows:
+            human.append(
+                f"{row['line']:>4}  {row['verdict']:<8} {row['trigger']['token_f1']:>10.2f} "
+                f"{row['directive']['token_f1']:>12.2f} {row['semantic']:>8.2f} "
+                f"{row['signature_agreement']:>9.2f}  {row['why']}"
+            )
+        human.append(", ".join(f"{n} {verdict}" for verdict, n in counts.items()))
+        self.emit({"pairs": rows, "summary": counts}, "\n".join(human))

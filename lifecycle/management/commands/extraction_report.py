@@ -1,0 +1,37 @@
+from lifecycle.extraction_scoring import extraction_rows, verdict_counts
+from lifecycle.management.base import JsonCommand
+
+NOTE = "extraction accuracy (SPEC §12) — a separate number from replay fidelity, never combined"
+
+
+def _line(row: dict) -> list[str]:
+    t, d = row["trigger"], row["directive"]
+    return [
+        f"{row['rule']:<10} {row['source_case']:<8} {row['verdict']:<8} "
+        f"{t['token_f1']:>10.2f} {d['token_f1']:>12.2f} {row['semantic']:>8.2f} "
+        f"{row['signature_agreement']:>9.2f}",
+        f"  expected:  {row['expected']['trigger']} → {row['expected']['directive']}",
+        f"  extracted: {row['extracted']['trigger']} → {row['extracted']['directive']}",
+        f"  why: {row['why']}",
+    ]
+
+
+class Command(JsonCommand):
+    help = "Score every rule whose source case has an expected_rule against it (SPEC §12)."
+
+    def handle(self, *args, **options):
+        rows = extraction_rows()
+        counts = verdict_counts(rows)
+        human = [NOTE, ""]
+        if rows:
+            human.append(
+                f"{'rule':<10} {'source':<8} {'verdict':<8} {'trigger F1':>10} "
+                f"{'directive F1':>12} {'semantic':>8} {'signature':>9}"
+            )
+            for row in rows:
+                human += _line(row)
+        else:
+            human.append("no rule has a source case with an expected_rule")
+        human.append("")
+        human.append(", ".join(f"{n} {verdict}" for verdict, n in counts.items()))
+        self.emit({"rows": rows, "summary": counts}, "\n".join(human))

@@ -1,0 +1,174 @@
+"""Extraction accuracy of stored rules and its commands (SPEC §12, §15): scored against the
+source case's expected_rule, a number kept apart from replay fidelity."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from lifecycle.corpus import ImportRejected, import_corpus, read_jsonl
+from lifecycle.extraction_scoring import extraction_for_rule, extraction_rows, parse_pairs
+from lifecycle.intake import record_candidates
+from lifecycle.models import Rule
+from lifecycle.services import rule_record_candidate
+from lifecycle.states import Actor
+
+DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
+ROW_KEYS = {
+    "rule",
+    "state",
+    "source_case",
+    "expected",
+    "extracted",
+    "trigger",
+    "directive",
+    "token_f1",
+    "semantic",
+    "signature_agreement",
+    "verdict",
+    "why",
+}
+
+
+@pytest.fixture
+def demo(db):
+    with open(DEMO / "corpus.jsonl", encoding="utf-8") as lines:
+        import_corpus(lines)
+    with open(DEMO / "candidates.jsonl", encoding="utf-8") as lines:
+        record_candidates(read_jsonl(lines), actor=Actor.extractor("demo"))
+
+
+def test_a_rule_is_scored_against_its_source_cases_expected_rule(demo):
+    result = extraction_for_rule(Rule.objects.get(pk="C-001"))
+    assert result["source_case"] == "F-001"
+    assert result["expected"] == {
+        "trigger": "when git push fails with non-fast-forward",
+        "directive": "pull latest changes before pushing",
+    }
+    assert result["extracted"] == {
+        "trigger": "when git push fails with non-fast-forward",
+        "directive": "pull the latest changes with rebase before pushing again",
+    }
+    assert result["trigger"]["token_f1"] == 1.0
+    assert result["directive"]["token_f1"] < 1.0
+    # The word-level diff the dashboard highlights (SPEC §12).
+    assert ("insert", "rebase") in [tuple(op) for op in result["directive"]["diff"]]
+    assert result["verdict"] == "match"
+
+
+def test_an_identical_rule_is_a_match_with_token_f1_one(demo):
+    # C-012 repeats F-002's expected rule word for word.
+    result = extraction_for_rule(Rule.objects.get(pk="C-012"))
+    assert result["token_f1"] == 1.0
+    assert result["verdict"] == "match"
+
+
+def test_a_rule_without_a_source_case_has_no_extraction_score(demo):
+    assert extraction_for_rule(Rule.objects.get(pk="C-010")) is None
+
+
+def test_a_rule_whose_source_case_has_no_expected_rule_has_no_extraction_score(demo):
+    rule, _ = rule_record_candidate(
+        actor=Actor.agent("bot"),
+        trigger="when a push of the lint config is rejected",
+        directive="pull first",
+        source_case="F-007",  # in the corpus, without an expected_rule
+    )
+    assert extraction_for_rule(rule) is None
+    assert rule.id not in {row["rule"] for row in extraction_rows()}
+
+
+def test_extraction_rows_has_one_row_per_scored_rule_in_two_queries(
+    demo, django_assert_num_queries
+):
+    with django_assert_num_queries(2):
+        rows = extraction_rows()
+    expected_ids = [f"C-{n:03d}" for n in range(1, 13) if n != 10]
+    assert [row["rule"] for row in rows] == expected_ids
+    # Extraction accuracy only: no replay verdict, delta or trial figure is folded in.
+    for row in rows:
+        assert ROW_KEYS <= set(row)
+        assert not set(row) & {"replay", "fidelity", "delta", "deciding_metric", "trial", "cases"}
+
+
+def test_extraction_rows_is_empty_without_rules(db):
+    assert extraction_rows() == []
+
+
+def test_pairs_lines_are_all_checked_and_every_bad_line_named():
+    rows = read_jsonl(
+        [
+            json.dumps({"extracted": {"trigger": "a", "directive": "b"}}),
+            "not json",
+            json.dumps(
+                {
+                    "extracted": {"trigger": "", "directive": "b"},
+                    "expected": {"trigger": "a", "directive": "b"},
+                    "extracted_signature": ["nonsense"],
+                }
+            ),
+            json.dumps(
+                {
+                    "extracted": {"trigger": "a", "directive": "b"},
+                    "expected": {"trigger": "a", "directive": "b"},
+                    "label": 1,
+                }
+            ),
+        ]
+    )
+    with pytest.raises(ImportRejected) as caught:
+        parse_pairs(rows)
+    assert [(e.line, e.field) for e in caught.value.errors] == [
+        (1, "expected"),
+        (2, ""),
+        (3, "extracted.trigger"),
+        (3, "extracted_signature"),
+    ]
+
+
+def _call(name, *args):
+    out = io.StringIO()
+    call_command(name, *args, stdout=out)
+    return out.getvalue()
+
+
+def test_compare_rules_scores_each_line_of_a_pairs_file(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    same = {"trigger": "when git push fails with non-fast-forward", "directive": "pull first"}
+    pairs.write_text(json.dumps({"extracted": same, "expected": same}) + "\n")
+    document = json.loads(_call("compare_rules", "--pairs", str(pairs), "--json"))
+    assert document["summary"] == {"match": 1, "partial": 0, "miss": 0}
+    [row] = document["pairs"]
+    assert row["line"] == 1
+    assert row["token_f1"] == 1.0
+    human = _call("compare_rules", "--pairs", str(pairs))
+    assert human.splitlines()[1].split()[:3] == ["1", "match", "1.00"]
+
+
+def test_compare_rules_refuses_bad_input_naming_the_line(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"extracted": {"trigger": "a", "directive": "b"}}\n')
+    with pytest.raises(CommandError, match="line 1, field 'expected'") as caught:
+        _call("compare_rules", "--pairs", str(pairs))
+    assert caught.value.returncode == 1
+
+
+def test_compare_rules_refuses_an_empty_file_and_a_missing_one(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(CommandError, match="no pairs"):
+        _call("compare_rules", "--pairs", str(empty))
+    with pytest.raises(CommandError, match="cannot read"):
+        _call("compare_rules", "--pairs", str(tmp_path / "missing.jsonl"))
+
+
+def test_extraction_report_prints_rows_and_a_verdict_summary(demo):
+    document = json.loads(_call("extraction_report", "--json"))
+    assert len(document["rows"]) == 11
+    assert sum(document["summary"].values()) == 11
+    human = _call("extraction_report")
+    assert human.startswith("extraction accuracy (SPEC §12) — a separate number")
+    assert "C-001      F-001    match" in human
