@@ -30,6 +30,10 @@ def _scored(rows: list[tuple[dict, dict, list[str] | None]]) -> list[dict]:
 
 
 def _rule_row(rule: Rule, expected: dict) -> tuple[dict, dict, list[str] | None]:
+    # Signature agreement compares the atoms read from both triggers by the same reader. The
+    # rule's stored signature speaks the corpus's own atom vocabulary (`error:http_429`),
+    # which the reader of the expected prose cannot know (`error:rate_limited`, `status:429`):
+    # mixing the two would call a correct rewording a different rule.
     extracted = {"trigger": rule.trigger, "directive": rule.directive}
     return extracted, _parts(expected), None
 
