@@ -4,10 +4,12 @@ detail is built from one read of its journal."""
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
+from django.db.models.functions import Trunc
+from django.utils import timezone
 
 from .metrics import load_registry
 from .models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
@@ -196,9 +198,61 @@ def latest_transitions(*, limit: int = 10) -> list[JournalEvent]:
     )
 
 
-def rule_timestamps() -> list[tuple[datetime, datetime | None, str]]:
-    """(recorded_at, decided_at, state) of every rule, for the lifecycle funnel."""
-    return list(Rule.objects.values_list("recorded_at", "decided_at", "state").order_by())
+BUCKETS = (
+    ("minute", timedelta(minutes=1)),
+    ("hour", timedelta(hours=1)),
+    ("day", timedelta(days=1)),
+    ("week", timedelta(weeks=1)),
+)
+
+
+def bucket_for(span: timedelta) -> tuple[str, timedelta]:
+    """The bucket (a `Trunc` kind and its size) that gives at most ~200 points for a history
+    of this span."""
+    for kind, size in BUCKETS[:-1]:
+        if span <= size * 200:
+            return kind, size
+    return BUCKETS[-1]
+
+
+def truncate(at: datetime, kind: str) -> datetime:
+    """`at` truncated like the database's `Trunc(kind)` in the current time zone."""
+    at = timezone.localtime(at).replace(second=0, microsecond=0)
+    if kind in ("hour", "day", "week"):
+        at = at.replace(minute=0)
+    if kind in ("day", "week"):
+        at = at.replace(hour=0)
+    if kind == "week":
+        at -= timedelta(days=at.weekday())
+    return at
+
+
+def funnel_counts(*, now: datetime) -> dict | None:
+    """Rules recorded and decided per time bucket, counted in the database (three queries
+    whatever the number of rules), for the lifecycle funnel; None with no rules."""
+    first = Rule.objects.aggregate(first=Min("recorded_at"))["first"]
+    if first is None:
+        return None
+    kind, size = bucket_for(now - first)
+    recorded = (
+        Rule.objects.annotate(bucket=Trunc("recorded_at", kind))
+        .values_list("bucket")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    decided = (
+        Rule.objects.filter(decided_at__isnull=False)
+        .annotate(bucket=Trunc("decided_at", kind))
+        .values_list("bucket", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {
+        "recorded": list(recorded),
+        "decided": list(decided),
+        "start": truncate(first, kind),
+        "size": size,
+    }
 
 
 # --- Rule detail -------------------------------------------------------------------------------
@@ -408,9 +462,32 @@ def gate_columns(gate: dict) -> list[dict]:
     return columns
 
 
-def rule_events(rule: Rule) -> list[JournalEvent]:
-    """Every journal event of the rule, oldest first (SPEC §10), in one indexed read."""
-    return list(JournalEvent.objects.filter(rule=rule).order_by("at", "id"))
+# A rule page shows the newest slice of a rule's history, so its cost stays flat however long
+# the rule has been pending; the journal page holds the rest.
+TIMELINE_LIMIT = 100
+REPLAY_CASE_LIMIT = 30
+DECISION_TYPES = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
+
+
+def rule_events(rule: Rule, *, limit: int = TIMELINE_LIMIT) -> tuple[list[JournalEvent], bool]:
+    """The rule's newest `limit` journal events, oldest first (SPEC §10), and whether older
+    ones exist."""
+    newest = list(JournalEvent.objects.filter(rule=rule).order_by("-at", "-id")[: limit + 1])
+    return newest[:limit][::-1], len(newest) > limit
+
+
+def rule_replay_events(rule: Rule, *, limit: int = REPLAY_CASE_LIMIT) -> list[JournalEvent]:
+    """The rule's newest `limit` replay cases and the verdicts of the rounds they belong to."""
+    cases = list(
+        JournalEvent.objects.filter(rule=rule, type="validation_replay_case").order_by(
+            "-at", "-id"
+        )[:limit]
+    )
+    rounds = {e.round_id for e in cases if e.round_id is not None}
+    verdicts = JournalEvent.objects.filter(
+        rule=rule, type="validation_verdict", round_id__in=rounds
+    ).order_by("at", "id")
+    return [*cases[::-1], *(verdicts if rounds else [])]
 
 
 def rule_detail(rule: Rule) -> dict:
@@ -421,16 +498,15 @@ def rule_detail(rule: Rule) -> dict:
     from .extraction_scoring import extraction_for_rule
     from .gate import gate_both
 
-    events = rule_events(rule)
+    events, older_events = rule_events(rule)
     promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN
     regress_margin = settings.CAUTERWEB_RULE_REGRESS_MARGIN
-    decided_by = next(
-        (
-            e
-            for e in reversed(events)
-            if e.type in ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
-        ),
-        None,
+    decided_by = (
+        JournalEvent.objects.filter(rule=rule, type__in=DECISION_TYPES)
+        .order_by("-at", "-id")
+        .first()
+        if rule.state != RuleState.CANDIDATE
+        else None
     )
     extraction = extraction_for_rule(rule)
     related = Rule.objects.filter(
@@ -439,9 +515,10 @@ def rule_detail(rule: Rule) -> dict:
     return {
         "rule": rule,
         "events": events,
+        "older_events": older_events,
         "decided_by": decided_by,
         "replay_rounds": replay_rounds(
-            events, promote_margin=promote_margin, regress_margin=regress_margin
+            rule_replay_events(rule), promote_margin=promote_margin, regress_margin=regress_margin
         ),
         "trial": trial_panel(rule, decided_by),
         "source_case": Trajectory.objects.filter(pk=rule.source_case)

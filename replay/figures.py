@@ -145,43 +145,51 @@ def verdicts_per_round(counts: list[tuple[int, str, int]]) -> dict:
     }
 
 
-def _bucket(span: timedelta) -> timedelta:
-    """A bucket size that gives a readable number of points for the history's span."""
-    for size in (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1)):
-        if span <= size * 200:
-            return size
-    return timedelta(weeks=1)
-
-
 def funnel_series(
-    timestamps: list[tuple[datetime, datetime | None, str]], *, now: datetime
+    *,
+    recorded: list[tuple[datetime, int]],
+    decided: list[tuple[datetime, str, int]],
+    start: datetime,
+    now: datetime,
+    size: timedelta,
 ) -> dict[str, list]:
-    """Cumulative counts over time: recorded, promoted, retired and still pending, from each
-    rule's (recorded_at, decided_at, state). Pure, so it is tested without a database."""
-    if not timestamps:
-        return {"at": [], "recorded": [], "promoted": [], "retired": [], "pending": []}
-    start = min(recorded for recorded, _, _ in timestamps)
-    size = _bucket(now - start)
-    steps = int((now - start) / size) + 1
-    recorded = [0] * (steps + 1)
-    promoted = [0] * (steps + 1)
-    retired = [0] * (steps + 1)
-    for recorded_at, decided_at, state in timestamps:
-        recorded[min(int((recorded_at - start) / size) + 1, steps)] += 1
-        if decided_at is not None and state in ("active", "retired"):
-            target = promoted if state == "active" else retired
-            target[min(int((decided_at - start) / size) + 1, steps)] += 1
-    at, series = [], {"recorded": [], "promoted": [], "retired": [], "pending": []}
-    totals = {"recorded": 0, "promoted": 0, "retired": 0}
+    """Cumulative counts over time — recorded, promoted, retired and still pending — from
+    per-bucket counts: `recorded` as (bucket start, n), `decided` as (bucket start, state, n),
+    with `start` the first bucket. Each point is the total at the end of its bucket."""
+    steps = max(0, int((now - start) / size)) + 1
+    added = {
+        "recorded": [0] * (steps + 1),
+        "promoted": [0] * (steps + 1),
+        "retired": [0] * (steps + 1),
+    }
+
+    def slot(at: datetime) -> int:
+        # Clocks drift between workers: anything stamped after `now` lands in the last bucket.
+        return min(max(int((at - start) / size), 0) + 1, steps)
+
+    for at, n in recorded:
+        added["recorded"][slot(at)] += n
+    for at, state, n in decided:
+        if state in ("active", "retired"):
+            added["promoted" if state == "active" else "retired"][slot(at)] += n
+    series: dict[str, list] = {
+        "at": [],
+        "recorded": [],
+        "promoted": [],
+        "retired": [],
+        "pending": [],
+    }
+    totals = dict.fromkeys(added, 0)
     for i in range(steps + 1):
-        totals["recorded"] += recorded[i]
-        totals["promoted"] += promoted[i]
-        totals["retired"] += retired[i]
-        at.append((start + size * i).isoformat())
-        for key in totals:
+        series["at"].append((start + size * i).isoformat())
+        for key in added:
+            totals[key] += added[key][i]
             series[key].append(totals[key])
         series["pending"].append(totals["recorded"] - totals["promoted"] - totals["retired"])
-    return {"at": at, **series}
+    return series
+
+
+EMPTY_FUNNEL = {"at": [], "recorded": [], "promoted": [], "retired": [], "pending": []}
 
 
 def lifecycle_funnel(series: dict[str, list]) -> dict:

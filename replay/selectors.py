@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from django.core.paginator import Paginator
 from django.db.models import Count, Max, QuerySet
 from django.db.models.fields.json import KT
 
@@ -31,13 +32,13 @@ class QueueRow:
     pending_reason: str
 
 
-def queue_rows(vround: ValidationRound, events: list[JournalEvent]) -> list[QueueRow]:
+def queue_rows(queue: list[str], events: list[JournalEvent], *, start: int = 1) -> list[QueueRow]:
     """One row per queued candidate in the round's order (SPEC §9.2), with the validator it got
     and its verdict (SPEC §10); a candidate not reached yet has neither."""
     started = {e.rule_id: e.evidence for e in events if e.type == "validation_candidate_started"}
     verdicts = {e.rule_id: e.evidence for e in events if e.type == "validation_verdict"}
     rows = []
-    for position, rule_id in enumerate(vround.queue, start=1):
+    for position, rule_id in enumerate(queue, start=start):
         begun = started.get(rule_id, {})
         verdict = verdicts.get(rule_id, {})
         rows.append(
@@ -57,18 +58,30 @@ def queue_rows(vround: ValidationRound, events: list[JournalEvent]) -> list[Queu
     return rows
 
 
-def round_detail(vround: ValidationRound) -> dict:
-    events = list(JournalEvent.objects.filter(round_id=vround.id).order_by("id"))
+QUEUE_PAGE_SIZE = 100
+
+
+def round_detail(vround: ValidationRound, *, page: str | int | None = None) -> dict:
+    """A round's bookkeeping and one page of its queue with each candidate's validator and
+    verdict, read from the journal events of that page's candidates only."""
+    queue_page = Paginator(vround.queue, QUEUE_PAGE_SIZE).get_page(page)
+    events = list(
+        JournalEvent.objects.filter(
+            round_id=vround.id,
+            type__in=("validation_candidate_started", "validation_verdict"),
+            rule_id__in=list(queue_page.object_list),
+        ).only("type", "rule_id", "evidence")
+    )
     previous = (
         ValidationRound.objects.filter(id__lt=vround.id).order_by("-id").only("id", "queue").first()
     )
     return {
         "round": vround,
-        "queue": queue_rows(vround, events),
+        "page": queue_page,
+        "queue": queue_rows(list(queue_page.object_list), events, start=queue_page.start_index()),
         "previous": previous,
         "previous_first": previous.queue[0] if previous and previous.queue else None,
         "running": vround.status == RoundStatus.RUNNING,
-        "events": events,
     }
 
 

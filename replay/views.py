@@ -32,7 +32,8 @@ def round_list(request):
 def round_detail(request, round_id: int):
     vround = get_object_or_404(ValidationRound, pk=round_id)
     template_name = fragment(request, "replay/round_detail.html", "round-status")
-    return vary_on_htmx(render(request, template_name, selectors.round_detail(vround)))
+    context = selectors.round_detail(vround, page=request.GET.get("page"))
+    return vary_on_htmx(render(request, template_name, context))
 
 
 @require_POST

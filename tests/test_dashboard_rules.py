@@ -559,3 +559,42 @@ def test_empty_charts_say_there_is_nothing_yet(viewer_client, monkeypatch):
     install_extraction_scoring(monkeypatch)
     body = viewer_client.get(reverse("charts")).content.decode()
     assert "No scored replay case yet." in body and "No verdict yet." in body
+
+
+def test_the_funnel_is_counted_in_the_database_per_bucket():
+    make_rule("A", recorded_at=T0, state="active", decided_at=T0 + timedelta(minutes=2))
+    make_rule("B", recorded_at=T0 + timedelta(seconds=30))
+    make_rule(
+        "C",
+        recorded_at=T0 + timedelta(minutes=1),
+        state="retired",
+        decided_at=T0 + timedelta(minutes=1),
+    )
+    counts = selectors.funnel_counts(now=T0 + timedelta(minutes=3))
+    assert counts["start"] == T0 and counts["size"] == timedelta(minutes=1)
+    assert sorted(counts["recorded"]) == [(T0, 2), (T0 + timedelta(minutes=1), 1)]
+    assert sorted(counts["decided"]) == [
+        (T0 + timedelta(minutes=1), "retired", 1),
+        (T0 + timedelta(minutes=2), "active", 1),
+    ]
+    assert selectors.funnel_counts(now=T0) is not None
+    Rule.objects.all().delete()
+    assert selectors.funnel_counts(now=T0) is None
+
+
+def test_a_long_history_shows_the_newest_events_and_links_to_the_journal(viewer_client, scoring):
+    rule = make_rule("R-LONG")
+    for i in range(selectors.TIMELINE_LIMIT + 5):
+        journal_write(
+            type="validation_verdict",
+            actor="engine",
+            rule_id=rule.id,
+            round_id=i + 1,
+            at=T0 + timedelta(minutes=i),
+            evidence={"outcome": "pending", "pending_reason": "trial_in_progress"},
+        )
+    response = viewer_client.get(reverse("rule-detail", args=[rule.id]))
+    events = response.context["events"]
+    assert len(events) == selectors.TIMELINE_LIMIT
+    assert events[0].round_id == 6 and events[-1].round_id == selectors.TIMELINE_LIMIT + 5
+    assert 'href="/journal/?rule=R-LONG"' in response.content.decode()

@@ -5,7 +5,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifecycle.selectors import attribution_lines, attribution_words, case_row, delta_class, signed
+from lifecycle.selectors import (
+    attribution_lines,
+    attribution_words,
+    bucket_for,
+    case_row,
+    delta_class,
+    signed,
+    truncate,
+)
 from replay import figures
 
 from .dashboard_data import case_evidence
@@ -144,55 +152,76 @@ def test_verdicts_per_round_stack_outcomes_and_fill_missing_with_zero():
 
 # --- Lifecycle funnel ---------------------------------------------------------------------------
 
+MINUTE = timedelta(minutes=1)
+
 
 def test_the_funnel_accumulates_recorded_promoted_retired_and_pending():
-    rows = [
-        (T0, T0 + timedelta(minutes=3), "active"),
-        (T0 + timedelta(minutes=1), T0 + timedelta(minutes=2), "retired"),
-        (T0 + timedelta(minutes=2), None, "candidate"),
-    ]
-    series = figures.funnel_series(rows, now=T0 + timedelta(minutes=4))
-    assert series["recorded"][-1] == 3
-    assert series["promoted"][-1] == 1 and series["retired"][-1] == 1
-    assert series["pending"][-1] == 1
-    assert series["recorded"][0] == 0  # the line starts from nothing
-    assert all(
-        r == p + t + q
-        for r, p, t, q in zip(
-            series["recorded"],
-            series["promoted"],
-            series["retired"],
-            series["pending"],
-            strict=True,
-        )
+    series = figures.funnel_series(
+        recorded=[(T0, 1), (T0 + MINUTE, 1), (T0 + 2 * MINUTE, 1)],
+        decided=[(T0 + 3 * MINUTE, "active", 1), (T0 + 2 * MINUTE, "retired", 1)],
+        start=T0,
+        now=T0 + 4 * MINUTE,
+        size=MINUTE,
     )
+    assert series["recorded"] == [0, 1, 2, 3, 3, 3]
+    assert series["retired"] == [0, 0, 0, 1, 1, 1]
+    assert series["promoted"] == [0, 0, 0, 0, 1, 1]
+    assert series["pending"] == [0, 1, 2, 2, 1, 1]
+    assert series["at"][1] == (T0 + MINUTE).isoformat()
+
+
+def test_a_reviewer_retirement_counts_as_retired_and_other_states_are_ignored():
+    series = figures.funnel_series(
+        recorded=[(T0, 2)],
+        decided=[(T0, "retired", 1), (T0, "candidate", 5)],
+        start=T0,
+        now=T0,
+        size=MINUTE,
+    )
+    assert series["retired"][-1] == 1 and series["pending"][-1] == 1
 
 
 @pytest.mark.parametrize(
     ("span", "bucket"),
     [
-        (timedelta(minutes=30), timedelta(minutes=1)),
-        (timedelta(days=3), timedelta(hours=1)),
-        (timedelta(days=60), timedelta(days=1)),
-        (timedelta(days=900), timedelta(weeks=1)),
+        (timedelta(minutes=30), ("minute", timedelta(minutes=1))),
+        (timedelta(days=3), ("hour", timedelta(hours=1))),
+        (timedelta(days=60), ("day", timedelta(days=1))),
+        (timedelta(days=900), ("week", timedelta(weeks=1))),
     ],
 )
 def test_the_funnel_picks_a_bucket_that_fits_the_history(span, bucket):
-    assert figures._bucket(span) == bucket
-    series = figures.funnel_series([(T0, None, "candidate")], now=T0 + span)
-    assert len(series["at"]) <= 202
+    assert bucket_for(span) == bucket
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("minute", datetime(2026, 11, 4, 13, 27, tzinfo=UTC)),
+        ("hour", datetime(2026, 11, 4, 13, 0, tzinfo=UTC)),
+        ("day", datetime(2026, 11, 4, tzinfo=UTC)),
+        ("week", datetime(2026, 11, 2, tzinfo=UTC)),  # the Monday, as the database truncates
+    ],
+)
+def test_truncate_matches_the_databases_buckets(kind, expected, settings):
+    settings.TIME_ZONE = "UTC"
+    assert truncate(datetime(2026, 11, 4, 13, 27, 41, 5, tzinfo=UTC), kind) == expected
 
 
 def test_a_rule_decided_in_the_future_lands_in_the_last_bucket():
     # Clocks drift between workers: a decision stamped after `now` must not crash the chart.
     series = figures.funnel_series(
-        [(T0, T0 + timedelta(hours=1), "active")], now=T0 + timedelta(minutes=5)
+        recorded=[(T0, 1)],
+        decided=[(T0 + timedelta(hours=1), "active", 1)],
+        start=T0,
+        now=T0 + 5 * MINUTE,
+        size=MINUTE,
     )
     assert series["promoted"][-1] == 1
 
 
 def test_no_rules_give_an_empty_funnel():
-    figure = figures.lifecycle_funnel(figures.funnel_series([], now=T0))
+    figure = figures.lifecycle_funnel(figures.EMPTY_FUNNEL)
     assert [t["x"] for t in figure["data"]] == [[], [], [], []]
 
 
@@ -208,3 +237,13 @@ def test_metrics_within_the_margins_are_named_together_on_one_line():
         "task_completion \u22120.20: attributable regression",
         "within margin: coherence, tool_correctness",
     ]
+
+
+def test_a_reason_that_restates_the_decision_is_not_repeated():
+    entry = {
+        "metric": "task_completion",
+        "delta": 0.31,
+        "decision": "improved",
+        "why": "improved past the promote margin",
+    }
+    assert attribution_words(entry) == "task_completion +0.31: improved — past the promote margin"

@@ -1,6 +1,7 @@
 """Template helpers shared by every dashboard page."""
 
 import json
+from urllib.parse import urlencode
 
 from django import template
 from django.core.serializers.json import DjangoJSONEncoder
@@ -45,6 +46,16 @@ def trajectory_url(trajectory_id: str) -> str:
         return reverse("trajectory-detail", args=[trajectory_id])
     except NoReverseMatch:
         return f"/corpus/{trajectory_id}/"
+
+
+@register.simple_tag
+def journal_url(rule_id: str) -> str:
+    """The journal page (dashboard-2's route) filtered to one rule."""
+    try:
+        base = reverse("journal")
+    except NoReverseMatch:
+        base = "/journal/"
+    return f"{base}?{urlencode({'rule': rule_id})}"
 
 
 @register.filter

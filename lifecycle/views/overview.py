@@ -11,7 +11,9 @@ from replay import selectors as round_selectors
 
 
 def _funnel(now):
-    return figures.lifecycle_funnel(figures.funnel_series(selectors.rule_timestamps(), now=now))
+    counts = selectors.funnel_counts(now=now)
+    series = figures.funnel_series(now=now, **counts) if counts else figures.EMPTY_FUNNEL
+    return figures.lifecycle_funnel(series)
 
 
 @login_required
