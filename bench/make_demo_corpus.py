@@ -1592,16 +1592,17 @@ CANDIDATES = [
         "tags": ["docker", "demo:reworded"],
         "source_case": "F-029",
     },
-    # Says what C-001 says in other words, same scope and signature: a probable duplicate.
+    # Says what C-001 says in other words (a second extraction from F-001), same scope and
+    # signature: recorded after C-001, it is linked to it as a probable duplicate.
     {
         "id": "C-012",
-        "trigger": "when the remote rejects a push because the branch is behind",
-        "directive": "fetch and rebase onto the remote branch, then push again",
+        "trigger": "if git push fails because it is not a fast-forward",
+        "directive": "first pull and rebase onto the latest remote changes, then push",
         "scope": "git",
         "metric": "task_completion",
         "signature": NFF,
         "tags": ["git", "demo:duplicate"],
-        "source_case": "F-002",
+        "source_case": "F-001",
     },
 ]
 

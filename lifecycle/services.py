@@ -222,6 +222,10 @@ def rule_record_candidate(
                 "provenance": rule.provenance,
             },
         )
+        # Imported here: duplicates uses journal_write from this module.
+        from .duplicates import flag_probable_duplicate
+
+        flag_probable_duplicate(rule, actor=actor, now=now)
         transaction.on_commit(lambda: candidate_recorded.send(sender=None, rule_id=rule.id))
     return rule, True
 

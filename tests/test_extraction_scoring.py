@@ -60,8 +60,13 @@ def test_a_rule_is_scored_against_its_source_cases_expected_rule(demo):
 
 
 def test_an_identical_rule_is_a_match_with_token_f1_one(demo):
-    # C-012 repeats F-002's expected rule word for word.
-    result = extraction_for_rule(Rule.objects.get(pk="C-012"))
+    rule, _ = rule_record_candidate(
+        actor=Actor.agent("bot"),
+        trigger="when the remote rejects a push because the branch is behind",
+        directive="fetch and rebase onto the remote branch, then push again",
+        source_case="F-002",  # word for word its expected rule
+    )
+    result = extraction_for_rule(rule)
     assert result["token_f1"] == 1.0
     assert result["verdict"] == "match"
 

@@ -1,0 +1,170 @@
+"""Paraphrase-aware duplicates (issue 4 item 4; SPEC §11 signatures, §12 comparator): recording a
+candidate that says what a live rule of its scope says links it, journaled, and decides nothing."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from lifecycle.comparator import ComparatorUnavailable
+from lifecycle.duplicates import signatures_compatible
+from lifecycle.models import JournalEvent, Rule, RuleState
+from lifecycle.services import rule_record_candidate, rule_retire
+from lifecycle.states import Actor
+
+NFF = ["tool:git", "action:git.push", "error:non_fast_forward"]
+AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+BOT = Actor.agent("repair-bot")
+
+C001 = {
+    "trigger": "when git push fails with non-fast-forward",
+    "directive": "pull the latest changes with rebase before pushing again",
+}
+# What the demo's C-012 says: the same rule in other words.
+REWORDED = {
+    "trigger": "if git push fails because it is not a fast-forward",
+    "directive": "first pull and rebase onto the latest remote changes, then push",
+}
+FORCE = {
+    "trigger": "when git push is rejected as non-fast-forward",
+    "directive": "force push with --force to overwrite the remote branch",
+}
+
+
+def record(text, *, rule_id, scope="git", signature=NFF, metric="task_completion"):
+    rule, _ = rule_record_candidate(
+        actor=BOT, rule_id=rule_id, scope=scope, signature=signature, metric=metric, now=AT, **text
+    )
+    return rule
+
+
+@pytest.mark.django_db
+def test_a_reworded_copy_in_the_same_scope_is_linked_and_journaled():
+    record(C001, rule_id="C-001")
+    copy = record(REWORDED, rule_id="C-012")
+    copy.refresh_from_db()
+    assert copy.duplicate_of_id == "C-001"
+    # It stays a candidate in its own right: the link decides nothing (SPEC §3).
+    assert copy.state == RuleState.CANDIDATE
+    events = list(JournalEvent.objects.filter(rule_id="C-012").values_list("type", "actor"))
+    assert events == [("rule_added", "repair-bot"), ("rule_duplicate_suspected", "repair-bot")]
+    evidence = JournalEvent.objects.get(type="rule_duplicate_suspected").evidence
+    assert evidence["duplicate_of"] == "C-001"
+    assert evidence["other_state"] == "candidate"
+    assert evidence["other"] == C001
+    assert evidence["verdict"] == "match"
+    assert set(evidence) >= {"semantic", "token_f1", "signature_agreement", "why"}
+
+
+@pytest.mark.django_db
+def test_shared_words_with_the_opposite_advice_are_not_a_duplicate():
+    record(C001, rule_id="C-001")
+    force = record(FORCE, rule_id="C-002")
+    assert force.duplicate_of_id is None
+    assert not JournalEvent.objects.filter(type="rule_duplicate_suspected").exists()
+
+
+@pytest.mark.django_db
+def test_the_same_words_in_another_scope_are_not_a_duplicate():
+    record(C001, rule_id="C-001", scope="git")
+    other = record(REWORDED, rule_id="C-012", scope="repo:payments")
+    assert other.duplicate_of_id is None
+
+
+@pytest.mark.django_db
+def test_the_same_words_about_another_failure_are_not_a_duplicate():
+    record(C001, rule_id="C-001")
+    auth = ["tool:git", "action:git.push", "error:auth_denied"]
+    other = record(REWORDED, rule_id="C-012", signature=auth)
+    assert other.duplicate_of_id is None
+
+
+@pytest.mark.django_db
+def test_a_retired_rule_is_history_not_a_copy(engine):
+    record(C001, rule_id="C-001")
+    rule_retire(rule_id="C-001", actor=engine, evidence={}, reason="no improvement on F-001")
+    assert record(REWORDED, rule_id="C-012").duplicate_of_id is None
+
+
+@pytest.mark.django_db
+def test_recording_the_same_rule_again_journals_nothing_new():
+    record(C001, rule_id="C-001")
+    record(REWORDED, rule_id="C-012")
+    record(REWORDED, rule_id="C-012")
+    assert JournalEvent.objects.filter(type="rule_duplicate_suspected").count() == 1
+
+
+@pytest.mark.django_db
+def test_the_comparator_is_not_called_when_no_rule_of_the_scope_is_compatible(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("compare_many should not run")
+
+    monkeypatch.setattr("lifecycle.duplicates.compare_many", refuse)
+    record(C001, rule_id="C-001", scope="git")
+    record(C001, rule_id="C-003", scope="ci")
+    record(C001, rule_id="C-004", signature=["tool:git", "error:auth_denied"])
+    assert not Rule.objects.filter(duplicate_of__isnull=False).exists()
+
+
+@pytest.mark.django_db
+def test_a_comparator_that_cannot_load_never_blocks_recording(monkeypatch, caplog):
+    def unavailable(*args, **kwargs):
+        raise ComparatorUnavailable("model file missing")
+
+    monkeypatch.setattr("lifecycle.duplicates.compare_many", unavailable)
+    record(C001, rule_id="C-001")
+    copy = record(REWORDED, rule_id="C-012")
+    assert copy.duplicate_of_id is None
+    assert "duplicate check skipped for C-012: model file missing" in caplog.text
+
+
+@pytest.mark.django_db
+def test_among_several_matches_the_closest_is_chosen(monkeypatch):
+    record(C001, rule_id="C-001")
+    record(REWORDED, rule_id="C-005")
+
+    def scores(pairs, signatures=None):
+        semantic = {"C-001": 0.7, "C-005": 0.9}
+        return [
+            {
+                "verdict": "match",
+                "semantic": semantic["C-001" if other == C001 else "C-005"],
+                "token_f1": 0.5,
+                "signature_agreement": 1.0,
+                "trigger": {"token_f1": 0.5, "semantic": 0.5},
+                "directive": {"token_f1": 0.5, "semantic": 0.5},
+                "why": "same rule",
+            }
+            for _, other in pairs
+        ]
+
+    monkeypatch.setattr("lifecycle.duplicates.compare_many", scores)
+    third = record(
+        {"trigger": "when a push is not a fast-forward", "directive": "pull, rebase, push"},
+        rule_id="C-009",
+    )
+    assert third.duplicate_of_id == "C-005"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "compatible"),
+    [
+        (NFF, NFF, True),
+        # One rule more specific than the other: still the same failure.
+        (NFF, ["action:git.push", "error:non_fast_forward"], True),
+        (NFF, ["tool:git", "action:git.push", "error:auth_denied"], False),
+        (NFF, ["breach:task_completion"], False),
+        (["breach:task_completion"], ["breach:task_completion", "stall:coherence"], True),
+        (["breach:task_completion"], ["stall:coherence"], False),
+        ([], [], False),
+    ],
+)
+def test_signature_compatibility(a, b, compatible):
+    none = frozenset()
+    assert signatures_compatible(a, none, b, none) is compatible
+    assert signatures_compatible(b, none, a, none) is compatible
+
+
+def test_two_rules_without_failure_atoms_on_the_same_metric_are_compatible():
+    family = frozenset({"task_completion"})
+    assert signatures_compatible([], family, [], family, a_metric="task_completion")
+    assert not signatures_compatible([], family, [], frozenset({"coherence"}))
