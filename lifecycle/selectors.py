@@ -464,7 +464,7 @@ def gate_columns(gate: dict) -> list[dict]:
 
 # A rule page shows the newest slice of a rule's history, so its cost stays flat however long
 # the rule has been pending; the journal page holds the rest.
-TIMELINE_LIMIT = 100
+TIMELINE_LIMIT = 50
 REPLAY_CASE_LIMIT = 30
 DECISION_TYPES = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
 
