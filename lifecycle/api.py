@@ -54,9 +54,12 @@ from .schemas import (
     RetireOut,
     RoundPageOut,
     RuleDetailOut,
+    RuleId,
     RuleOut,
     RulePageOut,
     ScopeFileOut,
+    ScopeName,
+    Text,
     ToolReadOut,
     TrajectoryIn,
 )
@@ -103,6 +106,13 @@ def _batch_body(item_schema, what: str) -> dict:
     }
 
 
+def _body(request) -> bytes:
+    body = request.body
+    if b"\x00" in body or b"\\u0000" in body:
+        raise ApiError(422, "NUL characters are not allowed", [_item(["body"], "contains NUL")])
+    return body
+
+
 def _is_jsonl(request) -> bool:
     return request.content_type in JSONL_TYPES
 
@@ -111,7 +121,7 @@ def _json_items(request) -> list:
     if request.content_type not in ("application/json", ""):
         raise ApiError(415, f"send application/json or JSON Lines ({', '.join(JSONL_TYPES)})", [])
     try:
-        data = json.loads(request.body or b"null")
+        data = json.loads(_body(request) or b"null")
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {exc}") from None
     if data is None:
@@ -122,7 +132,7 @@ def _json_items(request) -> list:
 def _rows(request):
     """Numbered items of a batch body, as the intake functions take them."""
     if _is_jsonl(request):
-        return list(read_jsonl(request.body.splitlines()))
+        return list(read_jsonl(_body(request).splitlines()))
     return numbered(_json_items(request))
 
 
@@ -227,7 +237,7 @@ def post_trajectories(request, replace: bool = False):
     """Atomic and idempotent (SPEC §2): same ids with the same content change nothing; changed
     content is a conflict unless `replace=true`."""
     if _is_jsonl(request):
-        lines = request.body.splitlines()
+        lines = _body(request).splitlines()
     else:
         lines = [json.dumps(item) for item in _json_items(request)]
     result = import_corpus(lines, replace=replace)
@@ -271,15 +281,15 @@ def post_candidates(request):
 
 
 class RuleQuery(Schema):
-    state: str | None = None
-    scope: str | None = None
-    validator: str | None = None
-    pending_reason: str | None = None
-    metric: str | None = None
-    has_ground_truth: str | None = None
-    q: str | None = Field(None, max_length=selectors.MAX_QUERY_LENGTH)
+    state: Text | None = None
+    scope: Text | None = None
+    validator: Text | None = None
+    pending_reason: Text | None = None
+    metric: Text | None = None
+    has_ground_truth: Text | None = None
+    q: Text | None = Field(None, max_length=selectors.MAX_QUERY_LENGTH)
     order: str = Field("recorded", pattern="^-?recorded$", description="recorded or -recorded")
-    cursor: str | None = None
+    cursor: Text | None = None
     limit: int = Field(100, ge=1, le=MAX_PAGE)
 
 
@@ -315,7 +325,7 @@ def get_rules(request, query: Query[RuleQuery]):
     summary="A rule with its trial, the evidence that decided it, and its journal",
     tags=["rules"],
 )
-def get_rule(request, rule_id: str):
+def get_rule(request, rule_id: RuleId):
     rule = _rule_or_404(rule_id)
     events = selectors.rule_events(rule)
     decided_by = next((e for e in reversed(events) if e.type in DECISION_EVENTS), None)
@@ -334,7 +344,7 @@ def get_rule(request, rule_id: str):
     summary="Retire a rule by hand (reviewer; reason required, journaled)",
     tags=["rules"],
 )
-def post_retire(request, rule_id: str, body: RetireIn):
+def post_retire(request, rule_id: RuleId, body: RetireIn):
     changed = rule_retire_by_reviewer(
         rule_id=rule_id, actor=request_actor(request), reason=body.reason
     )
@@ -348,7 +358,7 @@ def post_retire(request, rule_id: str, body: RetireIn):
     summary="Re-queue a retired rule as a new candidate version (reviewer)",
     tags=["rules"],
 )
-def post_requeue(request, rule_id: str):
+def post_requeue(request, rule_id: RuleId):
     with kicks_deferred():
         version = rule_requeue(rule_id=rule_id, actor=request_actor(request))
     return rule_out(version)
@@ -361,7 +371,7 @@ def post_requeue(request, rule_id: str):
     summary="The corpus gate with both matchers, side by side (SPEC §11)",
     tags=["reports on a rule"],
 )
-def get_gate(request, rule_id: str):
+def get_gate(request, rule_id: RuleId):
     return gate_both(_rule_or_404(rule_id))
 
 
@@ -374,7 +384,7 @@ def get_gate(request, rule_id: str):
     "rule's source case carries no expected_rule.",
     tags=["reports on a rule"],
 )
-def get_extraction(request, rule_id: str):
+def get_extraction(request, rule_id: RuleId):
     from .extraction_scoring import extraction_for_rule
 
     report = extraction_for_rule(_rule_or_404(rule_id))
@@ -387,11 +397,11 @@ def get_extraction(request, rule_id: str):
 
 
 class JournalQuery(Schema):
-    rule: str | None = None
-    type: str | None = Field(None, max_length=64)
+    rule: Text | None = None
+    type: Text | None = Field(None, max_length=64)
     round: int | None = Field(None, ge=0)
-    actor: str | None = Field(None, max_length=150)
-    cursor: str | None = None
+    actor: Text | None = Field(None, max_length=150)
+    cursor: Text | None = None
     limit: int = Field(100, ge=1, le=MAX_PAGE)
 
 
@@ -425,7 +435,7 @@ def get_journal(request, query: Query[JournalQuery]):
 
 
 class RoundQuery(Schema):
-    cursor: str | None = None
+    cursor: Text | None = None
     limit: int = Field(50, ge=1, le=MAX_PAGE)
 
 
@@ -480,8 +490,8 @@ def post_round(request):
 
 
 class ToolQuery(Schema):
-    session: str | None = Field(None, min_length=1, max_length=128)
-    query: str | None = Field(None, max_length=2000)
+    session: Text | None = Field(None, min_length=1, max_length=128)
+    query: Text | None = Field(None, max_length=2000)
 
 
 @router.get(
@@ -495,7 +505,7 @@ class ToolQuery(Schema):
 )
 def get_scope_rules(
     request,
-    scope: str,
+    scope: ScopeName,
     params: Query[ToolQuery],
 ):
     rules = rule_tool_read(scope=scope, session_id=params.session or "", query=params.query)
@@ -509,7 +519,7 @@ def get_scope_rules(
     summary="The rendered scope file: active rules, then the provisional ones (SPEC §4)",
     tags=["rule tool"],
 )
-def get_scope(request, scope: str):
+def get_scope(request, scope: ScopeName):
     return {"scope": scope, "text": render_scope(scope)}
 
 
@@ -517,9 +527,9 @@ def get_scope(request, scope: str):
 
 
 class PackQuery(Schema):
-    scope: list[str] | None = Field(None, description="repeatable; default: every scope")
-    state: list[str] | None = Field(None, description="repeatable; default: active")
-    format: str = Field("yaml", description="yaml, json, agents_md, claude_md or cursor_mdc")
+    scope: list[Text] | None = Field(None, description="repeatable; default: every scope")
+    state: list[Text] | None = Field(None, description="repeatable; default: active")
+    format: Text = Field("yaml", description="yaml, json, agents_md, claude_md or cursor_mdc")
 
 
 @router.get(
@@ -578,7 +588,7 @@ def get_pack(
 )
 def post_pack(request, dry_run: bool = False):
     try:
-        text = request.body.decode("utf-8")
+        text = _body(request).decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "the pack is not valid UTF-8") from None
     if dry_run:

@@ -349,7 +349,8 @@ def _parse(text: str) -> tuple[object, list[PackError]]:
 
 
 def _non_plain(value: object, loc: tuple = ()) -> list[PackError]:
-    """Everything in a pack must be JSON: YAML's sets, binary and odd floats are refused."""
+    """Everything in a pack must be JSON a database can store: YAML's sets, binary, odd floats
+    and NUL characters are refused."""
     if isinstance(value, dict):
         errors = []
         for key, item in value.items():
@@ -361,6 +362,8 @@ def _non_plain(value: object, loc: tuple = ()) -> list[PackError]:
         return [e for i, item in enumerate(value) for e in _non_plain(item, (*loc, i))]
     if isinstance(value, float) and not math.isfinite(value):
         return [PackError(loc, "numbers must be finite")]
+    if isinstance(value, str) and "\x00" in value:
+        return [PackError(loc, "NUL characters are not allowed")]
     if value is None or isinstance(value, str | int | float | bool):
         return []
     return [PackError(loc, f"{type(value).__name__} values are not allowed in a pack")]

@@ -5,10 +5,16 @@ and a reviewer's retire/re-queue endpoints, never by writing a field (SPEC §3).
 """
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import Field, StringConstraints
+
+# Text PostgreSQL can store: a NUL character is a 422 here, not a database error later.
+NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, StringConstraints(pattern=NO_NUL)]
+RuleId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
+ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=NO_NUL)]
 
 # ---- errors -------------------------------------------------------------------------------
 
@@ -61,7 +67,7 @@ class TrajectoryIn(Schema):
 
 
 class RetireIn(Schema):
-    reason: str = Field(description="why a reviewer retires it by hand; journaled")
+    reason: Text = Field(description="why a reviewer retires it by hand; journaled")
 
 
 # ---- outputs ------------------------------------------------------------------------------

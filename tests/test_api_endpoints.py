@@ -24,6 +24,7 @@ def fast_passwords(settings):
     # The personas log in with real passwords; the default hasher costs ~0.3 s a user.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+
 API = "/api/v1"
 
 
@@ -487,3 +488,22 @@ def test_the_api_docs_are_served_without_any_cdn(client):
     page = client.get(f"{API}/docs").content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page
     assert "cdn" not in page.lower() and "https://" not in page
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("post", "/candidates", '{"trigger": "when \\u0000", "directive": "d"}'),
+        ("post", "/reports", '{"session_id": "s\\u0000", "at": "2026-01-01T00:00:00Z"}'),
+        ("post", "/packs", '{"pack_version": 1, "name": "\\u0000"}'),
+        ("get", "/rules?q=%00", None),
+        ("get", "/rules/R%00", None),
+        ("get", "/scopes/git/rules?session=s%00", None),
+        ("get", "/scopes/a%00b", None),
+        ("get", "/journal?rule=%00", None),
+    ],
+)
+def test_nul_characters_are_refused_before_the_database_sees_them(client, keys, method, path, body):
+    # PostgreSQL cannot store NUL: it must be a 422 on every database, never a 500.
+    response = call(client, method, API + path, keys[REVIEWER], body)
+    assert response.status_code == 422, response.content

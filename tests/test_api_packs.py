@@ -329,3 +329,12 @@ def test_rule_text_cannot_inject_markdown_structure_into_an_agent_file():
     text = export_agent_files(scope="git", fmt="cursor_mdc")
     assert text.count("\n---\n") == 1
     assert "\n# Ignore" not in text and "\n## Heading" not in text
+
+
+def test_a_yaml_escape_cannot_smuggle_a_nul_character_into_a_rule():
+    document = yaml.safe_load(exported_from_another_instance())
+    document["rules"][0]["trigger"] = "when\x00 push fails"
+    document["checksum"] = pack_checksum(document)
+    text = yaml.safe_dump(document)
+    assert "\\0" in text or "\\x00" in text  # YAML writes it as an escape, and reads it back
+    assert [e.loc for e in preview_pack(text).errors] == [("rules", 0, "trigger")]

@@ -7,7 +7,9 @@ defaults, and round kicks stop at the broker (the engine has its own tests)."""
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -36,7 +38,18 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_applica
 
 
 @pytest.fixture
-def bearers(db, monkeypatch):
+def in_process(db):
+    """Requests share the test's transaction, as with Django's own test client: a finished
+    request must not close the connection (it would, on PostgreSQL)."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def bearers(in_process, monkeypatch):
     from replay.tasks import round_run_task
 
     monkeypatch.setattr(round_run_task, "delay", lambda **kwargs: None)
