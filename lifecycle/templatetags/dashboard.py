@@ -1,26 +1,19 @@
 """Template helpers shared by every dashboard page."""
 
 import json
-from urllib.parse import urlencode
 
 from django import template
 from django.core.serializers.json import DjangoJSONEncoder
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 
 register = template.Library()
 
 
 @register.simple_tag(takes_context=True)
-def navlink(context, url_name: str, label: str, fallback: str = "") -> str:
-    """A navigation link marked `aria-current` on its own section (detail pages included).
-
-    A page whose route is not registered yet falls back to its planned path instead of breaking
-    every page: the navigation is shared by two engineers' routes."""
-    try:
-        href = reverse(url_name)
-    except NoReverseMatch:
-        href = fallback or "#"
+def navlink(context, url_name: str, label: str) -> str:
+    """A navigation link marked `aria-current` on its own section, detail pages included."""
+    href = reverse(url_name)
     path = context["request"].path
     current = path == href if href == "/" else path.startswith(href)
     if current:
@@ -37,25 +30,6 @@ def as_json(value) -> str:
 @register.filter
 def pretty_json(value) -> str:
     return json.dumps(value, cls=DjangoJSONEncoder, indent=2, sort_keys=True, ensure_ascii=False)
-
-
-@register.simple_tag
-def trajectory_url(trajectory_id: str) -> str:
-    """The corpus page of a trajectory (dashboard-2's route), or its planned path."""
-    try:
-        return reverse("trajectory-detail", args=[trajectory_id])
-    except NoReverseMatch:
-        return f"/corpus/{trajectory_id}/"
-
-
-@register.simple_tag
-def journal_url(rule_id: str) -> str:
-    """The journal page (dashboard-2's route) filtered to one rule."""
-    try:
-        base = reverse("journal")
-    except NoReverseMatch:
-        base = "/journal/"
-    return f"{base}?{urlencode({'rule': rule_id})}"
 
 
 @register.filter
