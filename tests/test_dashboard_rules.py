@@ -598,3 +598,12 @@ def test_a_long_history_shows_the_newest_events_and_links_to_the_journal(viewer_
     assert len(events) == selectors.TIMELINE_LIMIT
     assert events[0].round_id == 6 and events[-1].round_id == selectors.TIMELINE_LIMIT + 5
     assert 'href="/journal/?rule=R-LONG"' in response.content.decode()
+
+
+def test_error_pages_explain_themselves_inside_the_frame(viewer_client):
+    missing = viewer_client.get(reverse("rule-detail", args=["R-NOPE"]))
+    assert missing.status_code == 404 and "Not found" in missing.content.decode()
+    assert ">Rules</a>" in missing.content.decode()
+    make_rule("R-1")
+    denied = viewer_client.post(reverse("rule-retire", args=["R-1"]), {"reason": "x"})
+    assert denied.status_code == 403 and "reviewers" in denied.content.decode()
