@@ -327,13 +327,20 @@ def get_rules(request, query: Query[RuleQuery]):
 )
 def get_rule(request, rule_id: RuleId):
     rule = _rule_or_404(rule_id)
-    events = selectors.rule_events(rule)
-    decided_by = next((e for e in reversed(events) if e.type in DECISION_EVENTS), None)
+    events, older = selectors.rule_events(rule)
+    decided_by = (
+        JournalEvent.objects.filter(rule=rule, type__in=DECISION_EVENTS)
+        .order_by("-at", "-id")
+        .first()
+        if rule.state != "candidate"
+        else None
+    )
     return {
         "rule": rule_out(rule),
         "trial": vars(selectors.trial_panel(rule, decided_by)),
         "evidence": decided_by.evidence if decided_by else None,
         "journal": [event_out(e) for e in events],
+        "journal_truncated": older,
     }
 
 

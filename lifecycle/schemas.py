@@ -153,7 +153,10 @@ class RuleDetailOut(Schema):
     evidence: dict[str, Any] | None = Field(
         description="the evidence of the event that decided the rule, if any"
     )
-    journal: list[EventOut] = Field(description="every event of the rule, oldest first")
+    journal: list[EventOut] = Field(
+        description="the rule's newest events, oldest first; all of them: GET /journal?rule=…"
+    )
+    journal_truncated: bool = Field(description="older events exist beyond `journal`")
 
 
 class RetireOut(Schema):

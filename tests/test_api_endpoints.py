@@ -401,6 +401,7 @@ def test_a_rule_comes_with_its_trial_evidence_and_journal(client, keys):
     assert body["rule"]["state"] == "active"
     assert body["evidence"] == {"from": "candidate", "to": "active", "reason": "trial"}
     assert [e["type"] for e in body["journal"]] == ["rule_added", "rule_promoted"]
+    assert body["journal_truncated"] is False
     assert body["trial"]["needed"] == 5
 
 
