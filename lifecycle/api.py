@@ -227,6 +227,7 @@ def _page(rows: list, limit: int, key) -> tuple[list, str | None]:
 
 @router.post(
     "/trajectories",
+    operation_id="importTrajectories",
     auth=WRITE,
     response={200: ImportOut, **ERRORS},
     openapi_extra=_batch_body(TrajectoryIn, "trajectory (SPEC §2)"),
@@ -246,6 +247,7 @@ def post_trajectories(request, replace: bool = False):
 
 @router.post(
     "/reports",
+    operation_id="postReports",
     auth=WRITE,
     response={200: ImportOut, **ERRORS},
     openapi_extra=_batch_body(ReportIn, "session report (SPEC §2)"),
@@ -259,6 +261,7 @@ def post_reports(request):
 
 @router.post(
     "/candidates",
+    operation_id="recordCandidates",
     auth=WRITE,
     response={200: CandidatesOut, **ERRORS},
     openapi_extra=_batch_body(CandidateIn, "candidate rule (SPEC §3)"),
@@ -295,6 +298,7 @@ class RuleQuery(Schema):
 
 @router.get(
     "/rules",
+    operation_id="listRules",
     auth=READ,
     response={200: RulePageOut, **ERRORS},
     summary="List rules with the dashboard's filters, cursor-paginated",
@@ -320,6 +324,7 @@ def get_rules(request, query: Query[RuleQuery]):
 
 @router.get(
     "/rules/{rule_id}",
+    operation_id="getRule",
     auth=READ,
     response={200: RuleDetailOut, **ERRORS},
     summary="A rule with its trial, the evidence that decided it, and its journal",
@@ -346,6 +351,7 @@ def get_rule(request, rule_id: RuleId):
 
 @router.post(
     "/rules/{rule_id}/retire",
+    operation_id="retireRule",
     auth=REVIEW,
     response={200: RetireOut, **ERRORS},
     summary="Retire a rule by hand (reviewer; reason required, journaled)",
@@ -360,6 +366,7 @@ def post_retire(request, rule_id: RuleId, body: RetireIn):
 
 @router.post(
     "/rules/{rule_id}/requeue",
+    operation_id="requeueRule",
     auth=REVIEW,
     response={200: RuleOut, **ERRORS},
     summary="Re-queue a retired rule as a new candidate version (reviewer)",
@@ -373,6 +380,7 @@ def post_requeue(request, rule_id: RuleId):
 
 @router.get(
     "/rules/{rule_id}/gate",
+    operation_id="gateReport",
     auth=READ,
     response={200: dict, **ERRORS},
     summary="The corpus gate with both matchers, side by side (SPEC §11)",
@@ -384,6 +392,7 @@ def get_gate(request, rule_id: RuleId):
 
 @router.get(
     "/rules/{rule_id}/extraction",
+    operation_id="extractionReport",
     auth=READ,
     response={200: dict, **ERRORS},
     summary="Extraction accuracy against the source case's expected rule (SPEC §12)",
@@ -414,6 +423,7 @@ class JournalQuery(Schema):
 
 @router.get(
     "/journal",
+    operation_id="listJournal",
     auth=READ,
     response={200: EventPageOut, **ERRORS},
     summary="Journal events, oldest first, cursor-paginated (SPEC §10)",
@@ -448,6 +458,7 @@ class RoundQuery(Schema):
 
 @router.get(
     "/rounds",
+    operation_id="listRounds",
     auth=READ,
     response={200: RoundPageOut, **ERRORS},
     summary="Validation rounds, newest first (SPEC §9)",
@@ -484,6 +495,7 @@ def get_rounds(request, query: Query[RoundQuery]):
 
 @router.post(
     "/rounds",
+    operation_id="kickRound",
     auth=REVIEW,
     response={202: KickOut, **ERRORS},
     summary="Kick a validation round (reviewer); never waits for it",
@@ -503,6 +515,7 @@ class ToolQuery(Schema):
 
 @router.get(
     "/scopes/{scope}/rules",
+    operation_id="ruleTool",
     auth=READ,
     response={200: ToolReadOut, **ERRORS},
     summary="The rule tool: active rules (narrowed by query) and always every candidate",
@@ -521,6 +534,7 @@ def get_scope_rules(
 
 @router.get(
     "/scopes/{scope}",
+    operation_id="scopeFile",
     auth=READ,
     response={200: ScopeFileOut, **ERRORS},
     summary="The rendered scope file: active rules, then the provisional ones (SPEC §4)",
@@ -541,6 +555,7 @@ class PackQuery(Schema):
 
 @router.get(
     "/packs",
+    operation_id="exportPack",
     auth=REVIEW,
     response=ERRORS,
     summary="Export a rule pack, or one scope's active rules as an agent file (reviewer)",
@@ -578,6 +593,7 @@ def get_pack(
 
 @router.post(
     "/packs",
+    operation_id="importPack",
     auth=REVIEW,
     response={200: PackImportOut | PackPreviewOut, **ERRORS},
     openapi_extra={
