@@ -199,6 +199,7 @@ def latest_transitions(*, limit: int = 10) -> list[JournalEvent]:
 
 
 BUCKETS = (
+    ("second", timedelta(seconds=1)),
     ("minute", timedelta(minutes=1)),
     ("hour", timedelta(hours=1)),
     ("day", timedelta(days=1)),
@@ -217,7 +218,9 @@ def bucket_for(span: timedelta) -> tuple[str, timedelta]:
 
 def truncate(at: datetime, kind: str) -> datetime:
     """`at` truncated like the database's `Trunc(kind)` in the current time zone."""
-    at = timezone.localtime(at).replace(second=0, microsecond=0)
+    at = timezone.localtime(at).replace(microsecond=0)
+    if kind != "second":
+        at = at.replace(second=0)
     if kind in ("hour", "day", "week"):
         at = at.replace(minute=0)
     if kind in ("day", "week"):

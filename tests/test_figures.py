@@ -184,6 +184,7 @@ def test_a_reviewer_retirement_counts_as_retired_and_other_states_are_ignored():
 @pytest.mark.parametrize(
     ("span", "bucket"),
     [
+        (timedelta(minutes=2), ("second", timedelta(seconds=1))),
         (timedelta(minutes=30), ("minute", timedelta(minutes=1))),
         (timedelta(days=3), ("hour", timedelta(hours=1))),
         (timedelta(days=60), ("day", timedelta(days=1))),
@@ -197,6 +198,7 @@ def test_the_funnel_picks_a_bucket_that_fits_the_history(span, bucket):
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [
+        ("second", datetime(2026, 11, 4, 13, 27, 41, tzinfo=UTC)),
         ("minute", datetime(2026, 11, 4, 13, 27, tzinfo=UTC)),
         ("hour", datetime(2026, 11, 4, 13, 0, tzinfo=UTC)),
         ("day", datetime(2026, 11, 4, tzinfo=UTC)),
