@@ -87,7 +87,7 @@ def test_the_round_page_shows_the_rotation_budget_and_verdicts(viewer_client):
     assert "improved task_completion on F-001" in body
     assert "(pending: round_budget_exhausted)" in body
     assert "not reached" in body
-    assert "Forward-trial baseline runs high" in body
+    assert "baseline runs high, so a forward trial is lenient about promotion" in body
 
 
 def test_the_first_round_explains_where_its_queue_starts(viewer_client):
