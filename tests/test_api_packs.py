@@ -338,3 +338,47 @@ def test_a_yaml_escape_cannot_smuggle_a_nul_character_into_a_rule():
     text = yaml.safe_dump(document)
     assert "\\0" in text or "\\x00" in text  # YAML writes it as an escape, and reads it back
     assert [e.loc for e in preview_pack(text).errors] == [("rules", 0, "trigger")]
+
+
+def test_the_commands_export_and_import_a_pack_through_a_file(tmp_path, capsys):
+    from django.core.management import call_command
+
+    path = tmp_path / "pack.yaml"
+    with transaction.atomic():
+        promoted("R-1")
+        call_command("export_pack", "--scope", "git", "-o", str(path), "--pack-version", "7")
+        transaction.set_rollback(True)
+    assert yaml.safe_load(path.read_text())["version"] == "7"
+    assert capsys.readouterr().out == f"wrote yaml to {path}\n"
+
+    call_command("import_pack", str(path), "--dry-run", "--json")
+    assert json.loads(capsys.readouterr().out)["rules"][0]["action"] == "create"
+    assert not Rule.objects.exists()
+
+    call_command("import_pack", str(path), "--json", "--reviewer", "rita")
+    assert json.loads(capsys.readouterr().out) == {
+        "created": 1,
+        "unchanged": 0,
+        "updated": 0,
+        "rules": ["R-1"],
+    }
+    assert Rule.objects.get().author == "cauterweb@7"
+
+
+def test_the_import_command_refuses_a_bad_pack_naming_every_error(tmp_path):
+    from django.core.management import CommandError, call_command
+
+    path = tmp_path / "pack.yaml"
+    path.write_text("!!python/name:os.system\n")
+    with pytest.raises(CommandError, match="custom tags are not allowed"):
+        call_command("import_pack", str(path))
+
+
+def test_the_export_command_writes_agent_files_for_one_scope(capsys):
+    from django.core.management import CommandError, call_command
+
+    promoted("R-1")
+    call_command("export_pack", "--scope", "git", "--format", "agents_md")
+    assert capsys.readouterr().out.startswith("# AGENTS.md — rules for scope git")
+    with pytest.raises(CommandError, match="needs exactly one --scope"):
+        call_command("export_pack", "--format", "claude_md")
