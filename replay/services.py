@@ -10,14 +10,13 @@ number of queries per candidate, whatever the size of the history.
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from lifecycle.matching import matching_trajectories
@@ -30,9 +29,9 @@ from lifecycle.models import (
     Trajectory,
     TrajectoryKind,
 )
-from lifecycle.scopes import _query_terms, narrows_to, record_reads, rule_as_dict
-from lifecycle.services import journal_write, rule_promote, rule_retire
-from lifecycle.states import Actor
+from lifecycle.scopes import _query_terms, narrows_to, rule_as_dict
+from lifecycle.services import Decision, journal_write, rules_decide
+from lifecycle.states import Action, Actor
 
 from . import engine, lock
 from .backends.http import HttpBackend
@@ -112,8 +111,8 @@ def round_run(*, kicked_by: str = "", now: datetime | None = None) -> Validation
 
 
 class _Round:
-    """What one round knows while it works: its row, config, registry and the active rules
-    the replay context shows as the baseline."""
+    """What one round knows while it works: its row, config, registry, the active rules the
+    replay context shows as the baseline, and the verdicts not yet written."""
 
     def __init__(self, vround: ValidationRound, cfg: RoundConfig, holder: str):
         self.row = vround
@@ -121,13 +120,45 @@ class _Round:
         self.holder = holder
         self.registry: Registry = load_registry()
         self.actives: list[Rule] = []
+        self.wins: dict[str, list[Trajectory]] = {}
+        self.unwritten: list[Outcome] = []
+        self.summary = {
+            "decided": 0,
+            "pending": 0,
+            "promoted": 0,
+            "retired": 0,
+            "skipped": 0,
+            "budget_exhausted": 0,
+            "errors": [],
+        }
         self.extended_at = time.monotonic()
 
     def keep_lock(self) -> None:
-        # Extend now and then, not per candidate: a forward-trial candidate takes milliseconds.
+        # Extend now and then, not per candidate: a forward-trial candidate takes microseconds.
         if time.monotonic() - self.extended_at > lock.lock_ttl_s() / 4:
             lock.extend(self.holder)
             self.extended_at = time.monotonic()
+
+
+@dataclass
+class Outcome:
+    """One candidate's verdict and its evidence, ready to be written."""
+
+    rule: Rule
+    verdict: engine.Verdict
+    trial: engine.Trial
+    over: bool
+    started: dict
+    replay: engine.Verdict | None = None
+    cases: list = field(default_factory=list)
+    retire_on: list = field(default_factory=list)
+    reads: list = field(default_factory=list)  # (replay session, rule id)
+    result: str = ""
+
+
+# Forward-trial verdicts are written this many at a time: a few statements per batch instead of
+# a few per candidate (SPEC §9: cost linear in candidates, small constant).
+WRITE_BATCH = 500
 
 
 def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
@@ -152,15 +183,8 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
         replay_wired=cfg.replay_wired,
         kicked_by=kicked_by[:64],
     )
-    summary = {
-        "decided": 0,
-        "pending": 0,
-        "promoted": 0,
-        "retired": 0,
-        "skipped": 0,
-        "budget_exhausted": 0,
-        "errors": [],
-    }
+    state = _Round(vround, cfg, holder)
+    summary = state.summary
     try:
         if not cfg.replay_wired:
             _announce_fallback(now)
@@ -171,7 +195,6 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
             at=now,
             evidence={"queue": queue, "budget_s": cfg.budget_s, "replay_wired": cfg.replay_wired},
         )
-        state = _Round(vround, cfg, holder)
         if cfg.replay_wired:
             state.actives = list(
                 Rule.objects.filter(state=RuleState.ACTIVE).order_by("recorded_at", "id")
@@ -184,19 +207,13 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
                 budget_s=cfg.budget_s, elapsed_s=time.monotonic() - begun
             )
             try:
-                outcome = _validate(state, rules[rule_id], counts, over=over)
+                _validate(state, rules[rule_id], counts, over=over)
             except Exception as exc:
                 logger.exception("validating %s failed; the round goes on", rule_id)
                 summary["errors"].append({"rule": rule_id, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            summary["budget_exhausted"] += int(over)
-            if outcome == "skipped":
-                summary["skipped"] += 1
-            elif outcome == "pending":
-                summary["pending"] += 1
-            else:
-                summary["decided"] += 1
-                summary["promoted" if outcome == "promote" else "retired"] += 1
+            if len(state.unwritten) >= WRITE_BATCH:
+                _write(state)
+        _write(state)
         status = RoundStatus.FINISHED
     except Exception as exc:
         logger.exception("validation round %s failed", vround.pk)
@@ -241,8 +258,9 @@ def _announce_fallback(now: datetime) -> None:
 # --- one candidate -----------------------------------------------------------------------------
 
 
-def _validate(state: _Round, rule: Rule, counts: dict, *, over: bool) -> str:
-    """Validate one candidate; returns "promote", "retire", "pending" or "skipped"."""
+def _validate(state: _Round, rule: Rule, counts: dict, *, over: bool) -> None:
+    """Decide one candidate. A forward-trial verdict joins the batch; a replay (slow, and
+    the next candidate's context must see a rule it promoted) is written at once."""
     cfg = state.cfg
     validator = engine.choose_validator(
         replay_wired=cfg.replay_wired,
@@ -258,139 +276,162 @@ def _validate(state: _Round, rule: Rule, counts: dict, *, over: bool) -> str:
         "sessions_needed": cfg.min_sessions,
         "round_budget_exhausted": over,
     }
-    replay = None
-    cases: list[dict] = []
-    retire_on: list[str] = []
+    outcome = Outcome(rule=rule, verdict=None, trial=trial, over=over, started=started)
     if validator == engine.REPLAY:
         # A replay is slow: do not start one for a rule a reviewer retired meanwhile (§9.5).
         if not Rule.objects.filter(pk=rule.pk, state=RuleState.CANDIDATE).exists():
-            return "skipped"
-        _event("validation_candidate_started", state, rule, started)
-        replay, cases, retire_on = _replay(state, rule)
+            state.unwritten.append(outcome)  # written as skipped
+            _write(state)
+            return
+        _replay(state, outcome)
         # Enrolments that arrived during the replay count, and are never overwritten (§9.5).
-        trial = trial_of(rule.id, rule.baseline_rate, trial_counts([rule.id]))
-    verdict = engine.decide_candidate(
-        replay=replay,
-        trial=trial,
+        outcome.trial = trial_of(rule.id, rule.baseline_rate, trial_counts([rule.id]))
+    outcome.verdict = engine.decide_candidate(
+        replay=outcome.replay,
+        trial=outcome.trial,
         over_budget=over,
         min_sessions=cfg.min_sessions,
         margins=cfg.margins,
     )
-    return _apply(
-        state,
-        rule,
-        verdict,
-        trial=trial,
-        over=over,
-        replayed=replay is not None,
-        cases=cases,
-        retire_on=retire_on,
-        started=None if replay is not None else started,
-        replay=replay,
-    )
+    state.unwritten.append(outcome)
+    if validator == engine.REPLAY:
+        _write(state)
 
 
-def _event(type_: str, state: _Round, rule: Rule, evidence: dict) -> None:
-    journal_write(
-        type=type_, actor=ENGINE, rule_id=rule.id, round_id=state.row.pk, evidence=evidence
-    )
-
-
-def _apply(
-    state: _Round,
-    rule: Rule,
-    verdict: engine.Verdict,
-    *,
-    trial: engine.Trial,
-    over: bool,
-    replayed: bool,
-    cases: list[dict],
-    retire_on: list[str],
-    started: dict | None,
-    replay: engine.Verdict | None,
-) -> str:
-    """Write the verdict in one transaction: bookkeeping (only while still a candidate), the
-    round's events, and the state change through the lifecycle service."""
+def _write(state: _Round) -> None:
+    """Write the pending outcomes in one transaction: bookkeeping only for rules still
+    candidates (one retired by a reviewer meanwhile is skipped, §9.5), the round's events, and
+    the state changes through `lifecycle.services.rules_decide`."""
+    outcomes, state.unwritten = state.unwritten, []
+    if not outcomes:
+        return
     now = timezone.now()
-    pending = verdict.outcome == "pending"
+    round_id = state.row.pk
     with transaction.atomic():
-        claimed = Rule.objects.filter(pk=rule.pk, state=RuleState.CANDIDATE).update(
-            first_attempted_at=Coalesce(F("first_attempted_at"), now),
-            replay_attempts=F("replay_attempts") + int(replayed),
-            last_validator=verdict.validator,
-            pending_reason=verdict.pending_reason if pending else "",
-            verdict_reason=verdict.reason if pending else F("verdict_reason"),
+        live = Rule.objects.select_for_update().in_bulk(
+            [o.rule.id for o in outcomes if o.verdict is not None]
         )
-        if not claimed:
-            return "skipped"
-        trial_figures = trial.evidence()
-        details = {
-            "trial": trial_figures,
-            "replay_attempts": rule.replay_attempts + int(replayed),
-            "replay": None
-            if replay is None
-            else {
-                "outcome": replay.outcome,
-                "reason": replay.reason,
-                "pending_reason": replay.pending_reason,
-                "deciding_metric": replay.deciding_metric,
-                "retire_on": retire_on,
-                "cases": [c["case"] for c in cases],
-                "outcomes": [c["outcome"] for c in cases],
-            },
-        }
-        events = []
-        if started is not None:
-            events.append(("validation_candidate_started", started))
-        events.append(
-            (
-                "validation_verdict",
-                {
-                    "outcome": verdict.outcome,
-                    "validator": verdict.validator,
-                    "reason": verdict.reason,
-                    "pending_reason": verdict.pending_reason or None,
-                    "round_budget_exhausted": over,
-                    "details": details,
-                },
-            )
-        )
-        JournalEvent.objects.bulk_create(
-            [
-                JournalEvent(
-                    type=t,
-                    at=now,
-                    rule_id=rule.id,
-                    round_id=state.row.pk,
-                    actor=ENGINE.name,
-                    evidence=e,
-                )
-                for t, e in events
+        keep, events, decisions, reads = [], [], [], []
+        for o in outcomes:
+            rule = live.get(o.rule.id)
+            if rule is None or rule.state != RuleState.CANDIDATE:
+                o.result = "skipped"
+                continue
+            pending = o.verdict.outcome == "pending"
+            keep.append(rule.id)
+            o.result = o.verdict.outcome
+            trial_figures = o.trial.evidence()
+            if o.replay is None:  # a replay journaled its start before it ran
+                events.append(_journal("validation_candidate_started", o, round_id, now, o.started))
+            events += [
+                _journal("validation_replay_case", o, round_id, now, case) for case in o.cases
             ]
+            events.append(
+                _journal(
+                    "validation_verdict",
+                    o,
+                    round_id,
+                    now,
+                    {
+                        "outcome": o.verdict.outcome,
+                        "validator": o.verdict.validator,
+                        "reason": o.verdict.reason,
+                        "pending_reason": o.verdict.pending_reason or None,
+                        "round_budget_exhausted": o.over,
+                        "details": _details(o, rule.replay_attempts + int(o.replay is not None)),
+                    },
+                )
+            )
+            reads += o.reads
+            if not pending:
+                decisions.append(
+                    Decision(
+                        rule_id=rule.id,
+                        action=Action.PROMOTE if o.verdict.outcome == "promote" else Action.RETIRE,
+                        reason=o.verdict.reason,
+                        validator=o.verdict.validator,
+                        evidence={
+                            "validator": o.verdict.validator,
+                            "cases": o.cases,
+                            "deciding_metric": o.verdict.deciding_metric,
+                            "retire_on": o.retire_on,
+                            "trial": trial_figures
+                            if o.verdict.validator == engine.FORWARD_TRIAL
+                            else None,
+                        },
+                    )
+                )
+        _bookkeeping(keep, outcomes, now)
+        JournalEvent.objects.bulk_create(events, batch_size=2000)
+        RuleRead.objects.bulk_create(
+            [RuleRead(session_id=sid, rule_id=rid, at=now, via="replay") for sid, rid in reads],
+            batch_size=2000,
         )
-        if pending:
-            return "pending"
-        evidence = {
-            "validator": verdict.validator,
-            "cases": cases,
-            "deciding_metric": verdict.deciding_metric,
-            "retire_on": retire_on,
-            "trial": trial_figures if verdict.validator == engine.FORWARD_TRIAL else None,
-        }
-        change = rule_promote if verdict.outcome == "promote" else rule_retire
-        change(
-            rule_id=rule.id,
-            actor=ENGINE,
-            evidence=evidence,
-            reason=verdict.reason,
-            validator=verdict.validator,
-            round_id=state.row.pk,
-            now=now,
+        if decisions:
+            rules_decide(decisions=decisions, actor=ENGINE, round_id=round_id, now=now)
+    for o in outcomes:
+        if o.result == "promote":
+            o.rule.state = RuleState.ACTIVE
+            state.actives.append(o.rule)
+        _count(state.summary, o)
+
+
+def _bookkeeping(ids: list[str], outcomes: list[Outcome], now: datetime) -> None:
+    """The candidates' own fields, a few UPDATEs per batch: one per distinct pending state."""
+    Rule.objects.filter(pk__in=ids, first_attempted_at__isnull=True).update(first_attempted_at=now)
+    kept = set(ids)
+    replayed = [o.rule.id for o in outcomes if o.rule.id in kept and o.replay is not None]
+    if replayed:
+        Rule.objects.filter(pk__in=replayed).update(replay_attempts=F("replay_attempts") + 1)
+    groups: dict[tuple, list[str]] = {}
+    for o in outcomes:
+        if o.rule.id in kept and o.verdict.outcome == "pending":
+            key = (o.verdict.validator, o.verdict.pending_reason, o.verdict.reason)
+            groups.setdefault(key, []).append(o.rule.id)
+    for (validator, pending_reason, reason), group in groups.items():
+        Rule.objects.filter(pk__in=group).update(
+            last_validator=validator, pending_reason=pending_reason, verdict_reason=reason
         )
-    if verdict.outcome == "promote":
-        rule.state = RuleState.ACTIVE
-        state.actives.append(rule)
-    return verdict.outcome
+
+
+def _count(summary: dict, o: Outcome) -> None:
+    summary["budget_exhausted"] += int(o.over)
+    if o.result == "skipped":
+        summary["skipped"] += 1
+    elif o.result == "pending":
+        summary["pending"] += 1
+    else:
+        summary["decided"] += 1
+        summary["promoted" if o.result == "promote" else "retired"] += 1
+
+
+def _journal(type_: str, o: Outcome, round_id: int, now: datetime, evidence: dict):
+    return JournalEvent(
+        type=type_,
+        at=now,
+        rule_id=o.rule.id,
+        round_id=round_id,
+        actor=ENGINE.name,
+        evidence=evidence,
+    )
+
+
+def _details(o: Outcome, replay_attempts: int) -> dict:
+    return {
+        "trial": o.trial.evidence(),
+        "replay_attempts": replay_attempts,
+        "replay": None
+        if o.replay is None
+        else {
+            "outcome": o.replay.outcome,
+            "reason": o.replay.reason,
+            "pending_reason": o.replay.pending_reason or None,
+            "deciding_metric": o.replay.deciding_metric,
+            "retire_on": o.retire_on,
+            "cases": [c["case"] for c in o.cases],
+            "outcomes": [c["outcome"] for c in o.cases],
+        },
+    }
 
 
 # --- replay (SPEC §7) --------------------------------------------------------------------------
@@ -401,27 +442,32 @@ def _case_ref(t: Trajectory) -> engine.CaseRef:
     return engine.CaseRef(id=t.id, started_at=t.started_at, scope=scope)
 
 
-def _select_cases(rule: Rule, cfg: RoundConfig, registry: Registry) -> tuple[list, list]:
-    newest = (F("started_at").desc(nulls_last=True), "-id")
-    failing = list(
-        matching_trajectories(
-            rule, kinds=[TrajectoryKind.FAILURE], replayable=True, registry=registry
-        ).order_by(*newest)[: cfg.max_failing]
-    )
-    wins_q = Trajectory.objects.filter(kind=TrajectoryKind.SUCCESS, replayable=True)
-    wins = list(wins_q.filter(replay_input__scope=rule.scope).order_by(*newest)[: cfg.max_wins])
-    if len(wins) < cfg.max_wins:
-        wins += list(
-            wins_q.exclude(pk__in=[w.pk for w in wins]).order_by(*newest)[
-                : cfg.max_wins - len(wins)
-            ]
-        )
-    by_id = {t.id: t for t in failing + wins}
-    failing_refs = engine.select_failing_cases(map(_case_ref, failing), limit=cfg.max_failing)
-    win_refs = engine.select_protected_wins(
-        map(_case_ref, wins), scope=rule.scope, limit=cfg.max_wins
-    )
-    return [by_id[c.id] for c in failing_refs], [by_id[c.id] for c in win_refs]
+NEWEST = (F("started_at").desc(nulls_last=True), "-id")
+
+
+def _failing_cases(rule: Rule, state: _Round) -> list[Trajectory]:
+    rows = matching_trajectories(
+        rule, kinds=[TrajectoryKind.FAILURE], replayable=True, registry=state.registry
+    ).order_by(*NEWEST)[: state.cfg.max_failing]
+    by_id = {t.id: t for t in rows}
+    refs = engine.select_failing_cases(map(_case_ref, by_id.values()), limit=state.cfg.max_failing)
+    return [by_id[c.id] for c in refs]
+
+
+def _protected_wins(scope: str, state: _Round) -> list[Trajectory]:
+    """The same for every candidate of a scope: fetched once per scope and round."""
+    if scope not in state.wins:
+        limit = state.cfg.max_wins
+        wins = Trajectory.objects.filter(kind=TrajectoryKind.SUCCESS, replayable=True)
+        rows = list(wins.filter(replay_input__scope=scope).order_by(*NEWEST)[:limit])
+        if len(rows) < limit:
+            rows += list(
+                wins.exclude(pk__in=[w.pk for w in rows]).order_by(*NEWEST)[: limit - len(rows)]
+            )
+        by_id = {t.id: t for t in rows}
+        refs = engine.select_protected_wins(map(_case_ref, rows), scope=scope, limit=limit)
+        state.wins[scope] = [by_id[c.id] for c in refs] if limit else []
+    return state.wins[scope]
 
 
 def _trajectory_dict(t: Trajectory) -> dict:
@@ -478,10 +524,18 @@ def _last_trace_metrics(session: Any) -> dict | None:
     }
 
 
-def _replay(state: _Round, rule: Rule) -> tuple[engine.Verdict, list[dict], list[str]]:
-    cfg, registry = state.cfg, state.registry
-    failing, wins = _select_cases(rule, cfg, registry)
-    retire_on = engine.retire_on(
+def _replay(state: _Round, o: Outcome) -> None:
+    """Replay the candidate's cases one at a time (SPEC §7) and put the evidence on `o`."""
+    rule, cfg, registry = o.rule, state.cfg, state.registry
+    journal_write(
+        type="validation_candidate_started",
+        actor=ENGINE,
+        rule_id=rule.id,
+        round_id=state.row.pk,
+        evidence=o.started,
+    )
+    failing = _failing_cases(rule, state)
+    o.retire_on = engine.retire_on(
         rule_metric=rule.metric,
         rule_signature=rule.signature,
         failing_case_atoms=[[*t.signature, *t.notices] for t in failing],
@@ -489,33 +543,33 @@ def _replay(state: _Round, rule: Rule) -> tuple[engine.Verdict, list[dict], list
     )
     if not failing:
         # Nothing to replay the candidate against: the backend is not called (SPEC §7.1).
-        return engine.decide_replay([], margins=cfg.margins), [], retire_on
+        o.replay = engine.decide_replay([], margins=cfg.margins)
+        return
+    wins = _protected_wins(rule.scope, state)
     trigger_metric = engine.signature_metric([*failing[0].signature, *failing[0].notices], registry)
     rule_metric = engine.canonical(rule.metric, registry)
     rules_for = _rules_for(state.actives, rule)
-    scores, cases = [], []
+    scores = []
     for trajectory, kind in [(t, "failing") for t in failing] + [(t, "win") for t in wins]:
         state.keep_lock()
         score, evidence = _replay_case(
-            state, rule, trajectory, kind, rules_for, retire_on, rule_metric, trigger_metric
+            state, o, trajectory, kind, rules_for, rule_metric, trigger_metric
         )
         scores.append(score)
-        cases.append(evidence)
-        _event("validation_replay_case", state, rule, evidence)
-    return engine.decide_replay(scores, margins=cfg.margins), cases, retire_on
+        o.cases.append(evidence)
+    o.replay = engine.decide_replay(scores, margins=cfg.margins)
 
 
 def _replay_case(
     state: _Round,
-    rule: Rule,
+    o: Outcome,
     trajectory: Trajectory,
     kind: str,
     rules_for,
-    retire_on: list[str],
     rule_metric: str,
     trigger_metric: str | None,
 ) -> tuple[engine.CaseScore, dict]:
-    cfg = state.cfg
+    cfg, rule = state.cfg, o.rule
     session_id = f"replay:{state.row.pk}:{rule.id}:{trajectory.id}"
     context = ReplayContext(session_id=session_id, rules_for=rules_for)
     remote = getattr(cfg.backend, "remote_reads", False)
@@ -548,10 +602,11 @@ def _replay_case(
         poll_started=poll_started,
     )
     if remote:
+        # The harness read through the API, which recorded the reads itself.
         read = RuleRead.objects.filter(session_id=session_id, rule_id=rule.id).exists()
     else:
         returned = list(dict.fromkeys(context.returned))
-        record_reads(session_id=session_id, rule_ids=returned, via="replay")
+        o.reads += [(session_id, rid) for rid in returned]
         read = rule.id in returned
 
     error = run.error
@@ -582,7 +637,7 @@ def _replay_case(
         verifier_answered=verifier_answered,
         rule_metric=rule_metric,
         trigger_metric=trigger_metric,
-        retire_on_metrics=retire_on,
+        retire_on_metrics=o.retire_on,
         margins=cfg.margins,
         error=error,
     )
@@ -594,7 +649,7 @@ def _replay_case(
         "outcome": outcome,
         "metrics": deltas,
         "deciding_metric": score.deciding_metric,
-        "retire_on": retire_on,
+        "retire_on": o.retire_on,
         "attribution": list(score.attribution),
         "regressed": score.regressed,
         "improved": score.improved,

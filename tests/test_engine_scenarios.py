@@ -791,3 +791,43 @@ def test_journal_and_show_rule_commands(capsys):  # SPEC §15
         1,
         "rule_promoted",
     )
+
+
+@pytest.mark.django_db
+def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # SPEC §3
+    from lifecycle.services import Decision, rules_decide
+    from lifecycle.states import Action
+
+    for rid in ("R-1", "R-2", "R-3"):
+        rule(rid, directive=f"directive {rid}")
+    rule_retire_by_reviewer(rule_id="R-3", actor=Actor.reviewer("rita"), reason="no")
+    decisions = [
+        Decision("R-1", Action.PROMOTE, "improved", {"trial": None}, "replay"),
+        Decision("R-2", Action.RETIRE, "did not improve", {}, "forward_trial"),
+        Decision("R-3", Action.PROMOTE, "improved", {}, "replay"),
+    ]
+    assert rules_decide(decisions=decisions, actor=engine, round_id=7) == {"R-1", "R-2"}
+    assert rules_decide(decisions=decisions, actor=engine, round_id=8) == set()
+    assert [(r.id, r.state, r.last_validator) for r in Rule.objects.order_by("id")] == [
+        ("R-1", "active", "replay"),
+        ("R-2", "retired", "forward_trial"),
+        ("R-3", "retired", ""),
+    ]
+    (promoted,) = events("R-1", "rule_promoted")
+    assert (promoted.round_id, promoted.actor, promoted.evidence) == (
+        7,
+        "engine",
+        {"from": "candidate", "to": "active", "reason": "improved", "trial": None},
+    )
+    assert len(events(type_="rule_retired")) == 1
+
+
+@pytest.mark.django_db
+def test_nobody_but_the_engine_may_decide(reviewer_actor):  # SPEC §3
+    from lifecycle.services import Decision, rules_decide
+    from lifecycle.states import Action, NotAllowed
+
+    rule()
+    with pytest.raises(NotAllowed):
+        rules_decide(decisions=[Decision("R-1", Action.PROMOTE, "x", {})], actor=reviewer_actor)
+    assert state_of().state == "candidate"
