@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import partial
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
 from django.http import Http404, HttpResponse
 from django.utils.dateparse import parse_datetime
 from ninja import NinjaAPI, Query, Router, Schema, Status
@@ -64,7 +65,13 @@ from .schemas import (
     TrajectoryIn,
 )
 from .scopes import render_scope, rule_tool_read
-from .services import InvalidRule, RuleNotFound, rule_requeue, rule_retire_by_reviewer
+from .services import (
+    InvalidRule,
+    RuleNotFound,
+    journal_write,
+    rule_requeue,
+    rule_retire_by_reviewer,
+)
 from .states import NotAllowed, WrongState
 
 router = Router()
@@ -241,7 +248,16 @@ def post_trajectories(request, replace: bool = False):
         lines = _body(request).splitlines()
     else:
         lines = [json.dumps(item) for item in _json_items(request)]
-    result = import_corpus(lines, replace=replace)
+    with transaction.atomic():
+        result = import_corpus(lines, replace=replace)
+        if result.created or result.updated:
+            # import_corpus is shared with the command line; over the API every write is
+            # journaled with the token that made it, in the same transaction.
+            journal_write(
+                type="corpus_imported",
+                actor=request_actor(request),
+                evidence={**result.as_dict(), "replace": replace},
+            )
     return {**result.as_dict(), "ids": result.ids}
 
 

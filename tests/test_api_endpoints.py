@@ -278,6 +278,11 @@ def test_trajectories_follow_import_corpus_semantics(client, keys):
     assert conflict.json()["errors"][0]["loc"] == ["line", 1, "id"]
     replaced = call(client, "post", f"{API}/trajectories?replace=true", keys[AGENT], changed)
     assert replaced.json()["updated"] == 1
+    events = JournalEvent.objects.filter(type="corpus_imported").order_by("id")
+    assert list(events.values_list("actor", "evidence")) == [
+        ("repair-bot", {"created": 1, "unchanged": 0, "updated": 0, "replace": False}),
+        ("repair-bot", {"created": 0, "unchanged": 0, "updated": 1, "replace": True}),
+    ]
 
 
 # ---- errors --------------------------------------------------------------------------------
