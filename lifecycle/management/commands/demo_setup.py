@@ -51,6 +51,13 @@ class Command(BaseCommand):
                     "reports_live.jsonl",
                     lambda rows: ingest_reports(read_jsonl(rows), actor="demo"),
                 )
+                # Recorded after the live reports, so its forward trial has no sessions yet.
+                self._load(
+                    "candidates_late.jsonl",
+                    lambda rows: record_candidates(
+                        read_jsonl(rows), actor=Actor.extractor("demo-extractor")
+                    )[0],
+                )
         except ImportRejected as exc:
             raise CommandError(f"the demo data is broken: {exc}") from None
         if not options["skip_validate"]:
