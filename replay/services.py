@@ -678,8 +678,9 @@ def _verify(verifier, session: Any, replay_input: Any) -> float | None:
 
 
 def _snapshot() -> set:
+    """What a round can change: the candidates' own fields (a decided one drops out)."""
     return set(
-        Rule.objects.values_list(
+        Rule.objects.filter(state=RuleState.CANDIDATE).values_list(
             "id",
             "state",
             "pending_reason",

@@ -40,15 +40,18 @@ def trial_enrol(*, reports: list[Report], now: datetime) -> int:
         return 0
     registry = load_registry()
     targets = {rid: family_notice_atoms(registry.family(metric)) for rid, metric in candidates}
+    # Filtered by rule id, so the (rule, session) index serves both lookups and the trials of
+    # long-decided rules are never read: the cost follows the candidates, not the history.
+    rule_ids = [rid for rid, _ in candidates]
     enrolled = dict(
-        TrialEnrolment.objects.filter(rule__state=RuleState.CANDIDATE)
+        TrialEnrolment.objects.filter(rule_id__in=rule_ids)
         .values("rule_id")
         .annotate(n=Count("id"))
         .values_list("rule_id", "n")
     )
     already = set(
         TrialEnrolment.objects.filter(
-            rule__state=RuleState.CANDIDATE, session_id__in=list(sessions)
+            rule_id__in=rule_ids, session_id__in=list(sessions)
         ).values_list("rule_id", "session_id")
     )
     needed = settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS
