@@ -94,6 +94,22 @@ def _order_by(sort: str) -> list[str]:
     return list(columns)
 
 
+# What the rules table shows: a page reads these columns only, not every rule's JSON fields.
+RULE_TABLE_FIELDS = (
+    "id",
+    "state",
+    "scope",
+    "metric",
+    "trigger",
+    "pending_reason",
+    "first_attempted_at",
+    "verdict_reason",
+    "last_validator",
+    "replay_attempts",
+    "recorded_at",
+)
+
+
 def clean_rule_filters(filters: dict) -> dict:
     """The filters a caller gave, stripped and checked; unknown keys are ignored (a page URL
     also carries `page`). Raises FilterError naming the first bad value."""
@@ -493,6 +509,18 @@ def rule_replay_events(rule: Rule, *, limit: int = REPLAY_CASE_LIMIT) -> list[Jo
     return [*cases[::-1], *(verdicts if rounds else [])]
 
 
+def rule_decision_event(rule: Rule) -> JournalEvent | None:
+    """The event that took the rule out of `candidate`: its promotion or retirement, by the
+    engine or by a reviewer (SPEC §10). None for a candidate."""
+    if rule.state == RuleState.CANDIDATE:
+        return None
+    return (
+        JournalEvent.objects.filter(rule=rule, type__in=DECISION_TYPES)
+        .order_by("-at", "-id")
+        .first()
+    )
+
+
 def rule_detail(rule: Rule) -> dict:
     """Everything the rule page shows. The corpus gate (SPEC §11) and the extraction diff
     (SPEC §12) come from their own modules and are kept apart from replay evidence."""
@@ -504,13 +532,7 @@ def rule_detail(rule: Rule) -> dict:
     events, older_events = rule_events(rule)
     promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN
     regress_margin = settings.CAUTERWEB_RULE_REGRESS_MARGIN
-    decided_by = (
-        JournalEvent.objects.filter(rule=rule, type__in=DECISION_TYPES)
-        .order_by("-at", "-id")
-        .first()
-        if rule.state != RuleState.CANDIDATE
-        else None
-    )
+    decided_by = rule_decision_event(rule)
     extraction = extraction_for_rule(rule)
     related = Rule.objects.filter(
         Q(replaces=rule) | Q(pk__in=[rule.replaces_id, rule.duplicate_of_id])

@@ -21,7 +21,7 @@ RULES_PER_PAGE = 50
 def rule_list(request):
     error = None
     try:
-        rules = selectors.rule_list(filters=request.GET)
+        rules = selectors.rule_list(filters=request.GET).only(*selectors.RULE_TABLE_FIELDS)
         filters = selectors.clean_rule_filters(request.GET)
     except selectors.FilterError as exc:
         error = exc
