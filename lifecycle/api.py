@@ -31,7 +31,6 @@ from .intake import ingest_reports, numbered, record_candidates
 from .models import JournalEvent, Rule
 from .packs import (
     AGENT_FILE_FORMATS,
-    DECISION_EVENTS,
     PACK_FORMATS,
     InvalidSelection,
     PackRejected,
@@ -349,13 +348,7 @@ def get_rules(request, query: Query[RuleQuery]):
 def get_rule(request, rule_id: RuleId):
     rule = _rule_or_404(rule_id)
     events, older = selectors.rule_events(rule)
-    decided_by = (
-        JournalEvent.objects.filter(rule=rule, type__in=DECISION_EVENTS)
-        .order_by("-at", "-id")
-        .first()
-        if rule.state != "candidate"
-        else None
-    )
+    decided_by = selectors.rule_decision_event(rule)
     return {
         "rule": rule_out(rule),
         "trial": vars(selectors.trial_panel(rule, decided_by)),
