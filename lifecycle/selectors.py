@@ -484,7 +484,6 @@ def gate_columns(gate: dict) -> list[dict]:
 # A rule page shows the newest slice of a rule's history, so its cost stays flat however long
 # the rule has been pending; the journal page holds the rest.
 TIMELINE_LIMIT = 50
-REPLAY_CASE_LIMIT = 30
 DECISION_TYPES = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
 
 
@@ -495,12 +494,20 @@ def rule_events(rule: Rule, *, limit: int = TIMELINE_LIMIT) -> tuple[list[Journa
     return newest[:limit][::-1], len(newest) > limit
 
 
-def rule_replay_events(rule: Rule, *, limit: int = REPLAY_CASE_LIMIT) -> list[JournalEvent]:
-    """The rule's newest `limit` replay cases and the verdicts of the rounds they belong to."""
+def replay_case_limit() -> int:
+    """The most cases the engine replays for one rule in its life (SPEC §7.1, §7.2, §7.10):
+    the rule page shows them all in normal operation, and no more than that otherwise."""
+    per_round = settings.CAUTERWEB_MAX_FAILING_CASES + settings.CAUTERWEB_MAX_PROTECTED_WINS
+    return per_round * settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS
+
+
+def rule_replay_events(rule: Rule) -> list[JournalEvent]:
+    """The rule's newest replay cases (at most `replay_case_limit()`) and the verdicts of the
+    rounds they belong to."""
     cases = list(
         JournalEvent.objects.filter(rule=rule, type="validation_replay_case").order_by(
             "-at", "-id"
-        )[:limit]
+        )[: replay_case_limit()]
     )
     rounds = {e.round_id for e in cases if e.round_id is not None}
     verdicts = JournalEvent.objects.filter(

@@ -607,3 +607,22 @@ def test_error_pages_explain_themselves_inside_the_frame(viewer_client):
     make_rule("R-1")
     denied = viewer_client.post(reverse("rule-retire", args=["R-1"]), {"reason": "x"})
     assert denied.status_code == 403 and "reviewers" in denied.content.decode()
+
+
+def test_the_rule_page_shows_as_many_replay_cases_as_a_rule_can_ever_have(
+    viewer_client, scoring, settings
+):
+    # SPEC §7.1, §7.2, §7.10: (failing cases + protected wins) per round, max_replay_attempts
+    # rounds. More than that only comes from an unusual history; the newest are shown.
+    settings.CAUTERWEB_MAX_FAILING_CASES = 2
+    settings.CAUTERWEB_MAX_PROTECTED_WINS = 1
+    settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS = 2
+    rule = make_rule("R-MANY")
+    for round_id in range(1, 5):
+        for case in ("F-001", "F-002", "S-001"):
+            replay_case(rule, round_id, case_evidence(case), at=T0 + timedelta(minutes=round_id))
+        verdict(rule, round_id, "pending", pending_reason="replay_inconclusive")
+    rounds = viewer_client.get(reverse("rule-detail", args=[rule.id])).context["replay_rounds"]
+    assert [r.round_id for r in rounds] == [3, 4]
+    assert [len(r.cases) for r in rounds] == [3, 3]
+    assert all(r.verdict["outcome"] == "pending" for r in rounds)
