@@ -17,6 +17,7 @@ successful `git status` run however much prose the two share.
 
 from collections.abc import Iterable
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from . import atoms as atom_lib
@@ -80,14 +81,20 @@ def matching_trajectories(
 ) -> QuerySet[Trajectory]:
     """The stored trajectories `rule_matches` says the rule fires on, as one indexed query.
 
-    Each failure-mode atom is one semi-join on the (atom, trajectory) index, so the database
-    intersects per-atom posting lists starting from the rarest atom instead of scanning every
-    stored signature. Unordered on purpose: the model's default ordering by id would force
-    PostgreSQL into a merge join along the whole primary key; callers order for their purpose
-    (replay: newest first)."""
+    A failure-mode match is an intersection of per-atom posting lists. On PostgreSQL that is
+    `signature @> '[atoms]'` on the GIN index of migration 0003 (failure-mode atoms only ever
+    live in the signature: notices are notice atoms); elsewhere each atom is one semi-join on
+    the (atom, trajectory) index of TrajectoryAtom. The notice fallback is one `atom IN (…)`
+    semi-join on TrajectoryAtom everywhere, since notices live in two fields.
+
+    Unordered on purpose: the model's default ordering by id would force PostgreSQL into a
+    merge join along the whole primary key; callers order for their purpose (replay: newest
+    first)."""
     failure_mode = sorted(atom_lib.failure_mode_atoms(rule.signature))
     trajectories = Trajectory.objects.order_by()
-    if failure_mode:
+    if failure_mode and connection.vendor == "postgresql":
+        trajectories = trajectories.filter(signature__contains=failure_mode)
+    elif failure_mode:
         for atom in failure_mode:
             trajectories = trajectories.filter(
                 pk__in=TrajectoryAtom.objects.filter(atom=atom).values("trajectory_id")
