@@ -1464,7 +1464,7 @@ win(
 
 # --- Candidates (SPEC §15 record_candidates) ------------------------------------------------
 # What each is for is in the comment beside it; tests/test_gate.py and the engine's demo test
-# rely on C-001, C-002, C-009 and C-010 as described.
+# rely on C-001, C-002, C-009, C-010 and C-012 as described.
 CANDIDATES = [
     # The F-001 rule: right, replay rescues the failing pushes (promote). Its gate is the
     # SPEC §11 example: lexical INCONCLUSIVE, signature PASS.
@@ -1570,8 +1570,9 @@ CANDIDATES = [
         "tags": ["deploy", "demo:forward-trial"],
         "source_case": "F-032",
     },
-    # Matches no stored case at all (no_matching_replayable_case): after replay it waits on its
-    # forward trial on tool_correctness, so it stays a candidate until enough sessions report.
+    # Matches no stored case at all (no_matching_replayable_case): decided by its forward trial
+    # on tool_correctness once live sessions report. (The demo's lasting pending candidate is
+    # C-013 in candidates_late.jsonl, recorded after the live reports.)
     {
         "id": "C-010",
         "trigger": "when the build runner reports no space left on device",
