@@ -511,7 +511,11 @@ def get_rounds(request, query: Query[RoundQuery]):
     tags=["rounds"],
 )
 def post_round(request):
-    return Status(202, kick_round(reason=f"api:{request_actor(request).name}"))
+    actor = request_actor(request)
+    kicked = kick_round(reason=f"api:{actor.name}")
+    # A kick changes no rule, but a reviewer asked for it: the journal says who and when.
+    journal_write(type="round_kicked", actor=actor, evidence=kicked)
+    return Status(202, kicked)
 
 
 # ---- the rule tool and scope files (SPEC §4, §5) -------------------------------------------

@@ -260,6 +260,9 @@ def test_kicking_a_round_names_the_token(client, keys, kicks):
     response = call(client, "post", f"{API}/rounds", keys[REVIEWER])
     assert response.json() == {"queued": True, "detail": "round queued"}
     assert kicks == ["api:rita-token"]
+    assert list(
+        JournalEvent.objects.filter(type="round_kicked").values_list("actor", "evidence")
+    ) == [("rita-token", {"queued": True, "detail": "round queued"})]
 
 
 def test_reports_arrive_as_json_lines_too(client, keys):
