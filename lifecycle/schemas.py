@@ -15,6 +15,7 @@ class Schema(BaseModel):
     validator wrapped around every nested object) would only cost time — 60 ms on a page of
     100 rules."""
 
+
 # Text PostgreSQL can store: a NUL character is a 422 here, not a database error later.
 NO_NUL = r"^[^\x00]*$"
 Text = Annotated[str, StringConstraints(pattern=NO_NUL)]

@@ -1,9 +1,9 @@
 from django.core.management.base import CommandError
-from replay.kick import kicks_deferred
 
 from lifecycle.management.base import JsonCommand
 from lifecycle.packs import PackRejected, import_pack, preview_pack
 from lifecycle.states import Actor
+from replay.kick import kicks_deferred
 
 
 class Command(JsonCommand):
