@@ -4,8 +4,8 @@ Django's live server, on the demo data.
 - Never `playwright install`: the browser is the system's /usr/bin/chromium. Missing, the tests
   skip with the reason locally and fail under CI=true, so CI can never go green by skipping.
 - The demo is loaded ONCE per session (CI has 15 minutes): `demo_setup` runs against the test
-  database, its contents are serialized, and every test starts from that snapshot (the tables
-  are emptied and the snapshot reloaded, which takes a fraction of a second).
+  database, every row is kept, and every test starts from that snapshot (the tables are emptied
+  and the rows bulk-inserted again, which takes a fraction of a second).
 - Each test saves a screenshot of every page it visits under its pytest-playwright output
   folder (`--output`, default `test-results/`).
 """
@@ -16,8 +16,13 @@ import re
 from pathlib import Path
 
 import pytest
+from django.apps import apps
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.db import connections
+from django.db import transaction
+from django.db.models import Model
+from django.test import Client, override_settings
 
 # Playwright's sync API runs an event loop in the test thread; Django would otherwise refuse
 # the ORM calls the fixtures make from that thread.
@@ -26,6 +31,10 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 CHROMIUM = Path(os.environ.get("CAUTERWEB_CHROMIUM", "/usr/bin/chromium"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 DEMO_USER, DEMO_PASSWORD = "demo", "demo"
+# As `make demo` runs it: the shipped simulated harness replays the demo's cases.
+DEMO_BACKEND = "replay.backends.simulated:replay"
+# The demo login is hashed with the real hasher's cost otherwise: seconds per login on CI.
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -65,29 +74,60 @@ def base_url(live_server) -> str:
     return live_server.url
 
 
+Snapshot = list[tuple[type[Model], list[str], list[tuple]]]
+
+
+def _take_snapshot() -> Snapshot:
+    """Every row of every table, as (model, column attnames, rows)."""
+    snapshot = []
+    for model in apps.get_models(include_auto_created=True):
+        if model._meta.proxy or not model._meta.managed:
+            continue
+        names = [f.attname for f in model._meta.concrete_fields]
+        rows = list(model._base_manager.order_by().values_list(*names))
+        if rows:
+            snapshot.append((model, names, rows))
+    return snapshot
+
+
+def _restore(snapshot: Snapshot) -> None:
+    # Bulk inserts in one transaction: foreign keys are checked at commit, so table order does
+    # not matter, and model save() overrides (the journal's append-only guard) are not involved.
+    with transaction.atomic():
+        for model, names, rows in snapshot:
+            model._base_manager.bulk_create(
+                [model(**dict(zip(names, row, strict=True))) for row in rows], batch_size=500
+            )
+
+
 @pytest.fixture(scope="session")
-def demo_snapshot(_chromium_present, django_db_setup, django_db_blocker) -> str:
-    """The demo, loaded and validated to standstill once, serialized like Django's serialized
-    rollback contents."""
-    with django_db_blocker.unblock():
+def demo_snapshot(_chromium_present, django_db_setup, django_db_blocker) -> Snapshot:
+    """The demo, loaded and validated to standstill once (replayed by the simulated harness, as
+    `make demo` does), kept as rows to put back before each test."""
+    with (
+        django_db_blocker.unblock(),
+        override_settings(CAUTERWEB_REPLAY_BACKEND=DEMO_BACKEND, PASSWORD_HASHERS=FAST_HASHERS),
+    ):
         call_command("demo_setup", "--no-input", stdout=io.StringIO())
-        return connections["default"].creation.serialize_db_to_string()
+        return _take_snapshot()
 
 
 @pytest.fixture(autouse=True)
-def _demo_data(demo_snapshot, transactional_db) -> None:
+def _demo_data(demo_snapshot, transactional_db, settings) -> None:
     """Every browser test starts from the whole demo, whatever the test before it changed.
 
-    Done by hand rather than with `django_db_serialized_rollback`: Playwright's sync API gives
-    the tests another contextvars context than the session fixtures, hence other connection
-    objects, and the serialized contents Django keeps on a connection object are lost."""
+    Not Django's serialized rollback: its JSON round trip takes seconds per test on this data,
+    and Playwright's sync API gives tests another contextvars context than session fixtures, so
+    the contents Django keeps on a connection object would be lost anyway."""
     # Sequences keep running (as between TransactionTestCases) so the snapshot's ids never
     # collide with rows a test inserts; post_migrate stays off so the snapshot's content types
     # and permissions load into empty tables.
     call_command(
         "flush", verbosity=0, interactive=False, reset_sequences=False, inhibit_post_migrate=True
     )
-    connections["default"].creation.deserialize_db_from_string(demo_snapshot)
+    _restore(demo_snapshot)
+    settings.CAUTERWEB_REPLAY_BACKEND = DEMO_BACKEND
+    settings.PASSWORD_HASHERS = FAST_HASHERS
 
 
 class Shots:
@@ -121,7 +161,11 @@ def log_in(page, *, username: str = DEMO_USER, password: str = DEMO_PASSWORD) ->
 
 
 @pytest.fixture
-def signed_in(page):
-    """A page logged in as the demo reviewer."""
-    log_in(page)
+def signed_in(page, live_server):
+    """A page signed in as the demo reviewer through a session cookie (the login form itself is
+    tested in test_browser_login.py)."""
+    client = Client()
+    client.force_login(User.objects.get(username=DEMO_USER))
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
     return page
