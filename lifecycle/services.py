@@ -351,7 +351,9 @@ def rules_decide(
     for decision in decisions:
         check_allowed(decision.action, actor)
     now = now or timezone.now()
-    with transaction.atomic():
+    # No savepoint when nested: the caller's transaction is the unit, and a round writes
+    # many small batches.
+    with transaction.atomic(savepoint=False):
         rules = Rule.objects.select_for_update().in_bulk([d.rule_id for d in decisions])
         moved, events = [], []
         for decision in decisions:

@@ -16,7 +16,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from lifecycle.matching import matching_trajectories
@@ -153,6 +154,7 @@ class Outcome:
     cases: list = field(default_factory=list)
     retire_on: list = field(default_factory=list)
     reads: list = field(default_factory=list)  # (replay session, rule id)
+    at: datetime | None = None  # when the candidate was started
     result: str = ""
 
 
@@ -276,12 +278,13 @@ def _validate(state: _Round, rule: Rule, counts: dict, *, over: bool) -> None:
         "sessions_needed": cfg.min_sessions,
         "round_budget_exhausted": over,
     }
-    outcome = Outcome(rule=rule, verdict=None, trial=trial, over=over, started=started)
+    outcome = Outcome(
+        rule=rule, verdict=None, trial=trial, over=over, started=started, at=timezone.now()
+    )
     if validator == engine.REPLAY:
         # A replay is slow: do not start one for a rule a reviewer retired meanwhile (§9.5).
         if not Rule.objects.filter(pk=rule.pk, state=RuleState.CANDIDATE).exists():
-            state.unwritten.append(outcome)  # written as skipped
-            _write(state)
+            state.summary["skipped"] += 1
             return
         _replay(state, outcome)
         # Enrolments that arrived during the replay count, and are never overwritten (§9.5).
@@ -321,8 +324,7 @@ def _write(state: _Round) -> None:
             keep.append(rule.id)
             o.result = o.verdict.outcome
             trial_figures = o.trial.evidence()
-            if o.replay is None:  # a replay journaled its start before it ran
-                events.append(_journal("validation_candidate_started", o, round_id, now, o.started))
+            events.append(_journal("validation_candidate_started", o, round_id, o.at, o.started))
             events += [
                 _journal("validation_replay_case", o, round_id, now, case) for case in o.cases
             ]
@@ -377,21 +379,30 @@ def _write(state: _Round) -> None:
 
 
 def _bookkeeping(ids: list[str], outcomes: list[Outcome], now: datetime) -> None:
-    """The candidates' own fields, a few UPDATEs per batch: one per distinct pending state."""
-    Rule.objects.filter(pk__in=ids, first_attempted_at__isnull=True).update(first_attempted_at=now)
+    """The candidates' own fields: one UPDATE per distinct change, not one per candidate."""
     kept = set(ids)
-    replayed = [o.rule.id for o in outcomes if o.rule.id in kept and o.replay is not None]
-    if replayed:
-        Rule.objects.filter(pk__in=replayed).update(replay_attempts=F("replay_attempts") + 1)
     groups: dict[tuple, list[str]] = {}
     for o in outcomes:
-        if o.rule.id in kept and o.verdict.outcome == "pending":
-            key = (o.verdict.validator, o.verdict.pending_reason, o.verdict.reason)
-            groups.setdefault(key, []).append(o.rule.id)
-    for (validator, pending_reason, reason), group in groups.items():
-        Rule.objects.filter(pk__in=group).update(
-            last_validator=validator, pending_reason=pending_reason, verdict_reason=reason
+        if o.rule.id not in kept:
+            continue
+        pending = o.verdict.outcome == "pending"
+        key = (
+            o.replay is not None,
+            o.verdict.validator,
+            o.verdict.pending_reason if pending else None,
+            o.verdict.reason if pending else None,
         )
+        groups.setdefault(key, []).append(o.rule.id)
+    for (replayed, validator, pending_reason, reason), group in groups.items():
+        fields = {
+            "first_attempted_at": Coalesce(F("first_attempted_at"), Value(now)),
+            "last_validator": validator,
+        }
+        if replayed:
+            fields["replay_attempts"] = F("replay_attempts") + 1
+        if pending_reason is not None:
+            fields.update(pending_reason=pending_reason, verdict_reason=reason)
+        Rule.objects.filter(pk__in=group).update(**fields)
 
 
 def _count(summary: dict, o: Outcome) -> None:
@@ -527,13 +538,6 @@ def _last_trace_metrics(session: Any) -> dict | None:
 def _replay(state: _Round, o: Outcome) -> None:
     """Replay the candidate's cases one at a time (SPEC §7) and put the evidence on `o`."""
     rule, cfg, registry = o.rule, state.cfg, state.registry
-    journal_write(
-        type="validation_candidate_started",
-        actor=ENGINE,
-        rule_id=rule.id,
-        round_id=state.row.pk,
-        evidence=o.started,
-    )
     failing = _failing_cases(rule, state)
     o.retire_on = engine.retire_on(
         rule_metric=rule.metric,

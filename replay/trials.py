@@ -1,25 +1,36 @@
 """Forward-trial enrolment and counts (SPEC §8), set-based so a report costs the same with one
-candidate in force or a thousand: one grouped count, one bulk insert, one UPDATE per kind of
-flip — never a query per candidate."""
+candidate in force or a thousand: the database enrols every candidate in one statement per
+session — never a query, or a Python object, per candidate."""
 
-from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Q
 
-from lifecycle.atoms import family_notice_atoms
+from lifecycle.atoms import notice_metric
 from lifecycle.metrics import load_registry
 from lifecycle.models import Report, Rule, RuleState, TrialEnrolment
 
 from .engine import Trial
 
 
-def _hits(notices: Iterable[str], targets: frozenset[str]) -> bool:
-    """Did the session show the rule's target condition? No metric: any notice (SPEC §8)."""
-    notices = set(notices)
-    return bool(notices & targets) if targets else bool(notices)
+def _hit_names(notices: Iterable[str], registry) -> list[str]:
+    """Every metric name (with its aliases) a session's notices hit: a rule whose metric is
+    among them showed its target condition (SPEC §8)."""
+    names: set[str] = set()
+    for atom in notices:
+        metric = notice_metric(atom)
+        if metric:
+            names |= registry.family(metric)
+    return sorted(names)
+
+
+def _in(column: str, values: list[str]) -> tuple[str, list]:
+    if not values:
+        return "1 = 0", []
+    return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
 
 
 def trial_enrol(*, reports: list[Report], now: datetime) -> int:
@@ -27,75 +38,59 @@ def trial_enrol(*, reports: list[Report], now: datetime) -> int:
 
     Runs inside the transaction that stored the reports. A session enrols while fewer than
     `rule_trial_min_sessions` are enrolled; an enrolled session can still flip to breached (or
-    to having read the candidate) on a later report."""
-    if not reports:
-        return 0
+    to having read the candidate) on a later report. Per session: one INSERT … SELECT over the
+    candidates and at most two UPDATEs, whatever the number of candidates in force."""
     sessions: dict[str, dict] = {}
     for report in sorted(reports, key=lambda r: (r.at, r.pk or 0)):
         entry = sessions.setdefault(report.session_id, {"notices": set(), "read": set()})
         entry["notices"].update(report.notices)
         entry["read"].update(report.rules_read)
-    candidates = list(Rule.objects.filter(state=RuleState.CANDIDATE).values_list("id", "metric"))
-    if not candidates:
+    if not sessions:
         return 0
     registry = load_registry()
-    targets = {rid: family_notice_atoms(registry.family(metric)) for rid, metric in candidates}
-    # Filtered by rule id, so the (rule, session) index serves both lookups and the trials of
-    # long-decided rules are never read: the cost follows the candidates, not the history.
-    rule_ids = [rid for rid, _ in candidates]
-    enrolled = dict(
-        TrialEnrolment.objects.filter(rule_id__in=rule_ids)
-        .values("rule_id")
-        .annotate(n=Count("id"))
-        .values_list("rule_id", "n")
-    )
-    already = set(
-        TrialEnrolment.objects.filter(
-            rule_id__in=rule_ids, session_id__in=list(sessions)
-        ).values_list("rule_id", "session_id")
-    )
     needed = settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS
-    rows = []
-    for rule_id, _ in candidates:
-        room = needed - enrolled.get(rule_id, 0)
+    enrolment, rule = TrialEnrolment._meta.db_table, Rule._meta.db_table
+    inserted = 0
+    with connection.cursor() as cursor:
         for session_id, entry in sessions.items():
-            if room <= 0:
-                break
-            if (rule_id, session_id) in already:
-                continue
-            rows.append(
-                TrialEnrolment(
-                    rule_id=rule_id,
-                    session_id=session_id,
-                    breached=_hits(entry["notices"], targets[rule_id]),
-                    read_candidate=rule_id in entry["read"],
-                    enrolled_at=now,
-                    updated_at=now,
-                )
+            hit = _hit_names(entry["notices"], registry)
+            read = sorted(entry["read"])
+            any_notice = bool(entry["notices"])
+            hit_sql, hit_params = _in("r.metric", hit)
+            read_sql, read_params = _in("r.id", read)
+            cursor.execute(
+                f"INSERT INTO {enrolment} "
+                "(rule_id, session_id, breached, read_candidate, enrolled_at, updated_at) "
+                f"SELECT r.id, %s, CASE WHEN r.metric = '' THEN %s ELSE ({hit_sql}) END, "
+                f"({read_sql}), %s, %s FROM {rule} r WHERE r.state = %s "
+                f"AND (SELECT COUNT(*) FROM {enrolment} e WHERE e.rule_id = r.id) < %s "
+                "ON CONFLICT (rule_id, session_id) DO NOTHING",
+                [
+                    session_id,
+                    any_notice,
+                    *hit_params,
+                    *read_params,
+                    now,
+                    now,
+                    RuleState.CANDIDATE,
+                    needed,
+                ],
             )
-            room -= 1
-    TrialEnrolment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
-    _flip(already, sessions, targets, now)
-    return len(rows)
+            inserted += max(cursor.rowcount, 0)
+            _flip(session_id, hit=hit, any_notice=any_notice, read=read, now=now)
+    return inserted
 
 
-def _flip(already: set, sessions: dict, targets: dict, now: datetime) -> None:
-    """Sessions enrolled earlier that now breached, or read the candidate: one UPDATE each."""
-    breached: dict[str, set[str]] = defaultdict(set)
-    read: dict[str, set[str]] = defaultdict(set)
-    for rule_id, session_id in already:
-        entry = sessions[session_id]
-        if _hits(entry["notices"], targets.get(rule_id, frozenset())):
-            breached[session_id].add(rule_id)
-        if rule_id in entry["read"]:
-            read[session_id].add(rule_id)
-    for flag, pairs in (("breached", breached), ("read_candidate", read)):
-        if not pairs:
-            continue
-        where = Q()
-        for session_id, rule_ids in pairs.items():
-            where |= Q(session_id=session_id, rule_id__in=sorted(rule_ids))
-        TrialEnrolment.objects.filter(where, **{flag: False}).update(**{flag: True}, updated_at=now)
+def _flip(session_id: str, *, hit: list[str], any_notice: bool, read: list[str], now) -> None:
+    """A session enrolled earlier that now breached, or read the candidate."""
+    enrolled = TrialEnrolment.objects.filter(session_id=session_id, rule__state=RuleState.CANDIDATE)
+    if any_notice:
+        target = Q(rule__metric__in=hit) | Q(rule__metric="")
+        enrolled.filter(target, breached=False).update(breached=True, updated_at=now)
+    if read:
+        enrolled.filter(rule_id__in=read, read_candidate=False).update(
+            read_candidate=True, updated_at=now
+        )
 
 
 def trial_counts(rule_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:

@@ -665,25 +665,31 @@ def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  
 @pytest.mark.django_db
 def test_enrolment_takes_a_fixed_number_of_queries_however_many_candidates(settings):
     settings.CAUTERWEB_REPLAY_BACKEND = ""  # SPEC §8: set-based, not a query per candidate
-    for i in range(30):
-        rule(f"R-{i}", directive=f"d{i}")
     from lifecycle.models import Report
 
-    reports = [
-        Report.objects.create(
-            session_id=f"s{i}",
-            at=T0,
-            notices=["breach:task_completion"],
-            content_hash="x",
-            received_at=T0,
-            has_notice=True,
-        )
-        for i in range(3)
-    ]
-    with CaptureQueriesContext(connection) as ctx:
-        trial_enrol(reports=reports, now=T0)
-    assert len(ctx.captured_queries) <= 6
-    assert TrialEnrolment.objects.count() == 90
+    def enrol(session_id: str) -> int:
+        reports = [
+            Report.objects.create(
+                session_id=session_id,
+                at=T0,
+                notices=["breach:task_completion"],
+                content_hash="x",
+                received_at=T0,
+                has_notice=True,
+            )
+        ]
+        with CaptureQueriesContext(connection) as ctx:
+            trial_enrol(reports=reports, now=T0)
+        return len(ctx.captured_queries)
+
+    for i in range(3):
+        rule(f"R-{i}", directive=f"d{i}")
+    few = enrol("s1")
+    for i in range(3, 40):
+        rule(f"R-{i}", directive=f"d{i}")
+    many = enrol("s2")
+    assert few == many <= 3
+    assert TrialEnrolment.objects.filter(session_id="s2", breached=True).count() == 40
 
 
 @pytest.mark.django_db
