@@ -3,9 +3,9 @@
 A round takes the round lock, orders the candidates (rotation, §9.2), and for each one either
 replays its matching cases through the configured backend or consults its forward trial, asks
 the engine for a verdict, and writes it: state changes only through `lifecycle.services`
-(which lock and journal), bookkeeping through a conditional UPDATE that leaves alone a rule
-retired by a reviewer while the round ran (§9.5). Reads are set-based: a round costs a fixed
-number of queries per candidate, whatever the size of the history.
+(which lock and journal), bookkeeping under the same row locks, leaving alone a rule retired by
+a reviewer while the round ran (§9.5). Reads are set-based and writes batched: a round costs a
+fixed number of statements per candidate, whatever the size of the history.
 """
 
 import logging
@@ -311,10 +311,10 @@ def _write(state: _Round) -> None:
     now = timezone.now()
     round_id = state.row.pk
     with transaction.atomic():
-        live = Rule.objects.select_for_update().in_bulk(
-            [o.rule.id for o in outcomes if o.verdict is not None]
-        )
-        keep, events, decisions, reads = [], [], [], []
+        live = Rule.objects.select_for_update().in_bulk([o.rule.id for o in outcomes])
+        keep, events, decisions = [], [], []
+        # What the replays read is a fact of their sessions, kept even for a skipped rule.
+        reads = [read for o in outcomes for read in o.reads]
         for o in outcomes:
             rule = live.get(o.rule.id)
             if rule is None or rule.state != RuleState.CANDIDATE:
@@ -344,7 +344,6 @@ def _write(state: _Round) -> None:
                     },
                 )
             )
-            reads += o.reads
             if not pending:
                 decisions.append(
                     Decision(
