@@ -7,6 +7,7 @@ from django.urls import reverse
 from lifecycle.models import JournalEvent
 from lifecycle.services import journal_write
 from replay import selectors
+from replay.models import ValidationRound
 
 from .dashboard_data import make_round, make_rule, verdict
 from .factories import T0
@@ -206,3 +207,14 @@ def test_round_pages_run_a_constant_number_of_queries(viewer_client, django_asse
     with django_assert_max_num_queries(fragment_queries):
         viewer_client.get(reverse("round-detail", args=[big.id]), **HTMX)
     assert JournalEvent.objects.filter(round_id=big.id).count() == 80
+
+
+def test_the_start_button_runs_a_round_through_the_real_kick(reviewer_client):
+    # With eager Celery (the default set-up) the kick runs the round before the redirect.
+    make_rule("A")
+    response = reviewer_client.post(reverse("round-start"), follow=True)
+    vround = ValidationRound.objects.get()
+    assert vround.kicked_by == "dashboard" and vround.queue == ["A"]
+    started = JournalEvent.objects.get(type="validation_round_started")
+    assert started.round_id == vround.id
+    assert f'href="/rounds/{vround.id}/">Round {vround.id}</a>' in response.content.decode()
