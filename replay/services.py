@@ -120,7 +120,8 @@ class _Round:
         self.cfg = cfg
         self.holder = holder
         self.registry: Registry = load_registry()
-        self.actives: list[Rule] = []
+        # Active rules by scope: the baseline every replay context shows (§7.3).
+        self.actives: dict[str, list[Rule]] = {}
         self.wins: dict[str, list[Trajectory]] = {}
         self.unwritten: list[Outcome] = []
         self.summary = {
@@ -198,9 +199,8 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
             evidence={"queue": queue, "budget_s": cfg.budget_s, "replay_wired": cfg.replay_wired},
         )
         if cfg.replay_wired:
-            state.actives = list(
-                Rule.objects.filter(state=RuleState.ACTIVE).order_by("recorded_at", "id")
-            )
+            for active in Rule.objects.filter(state=RuleState.ACTIVE).order_by("recorded_at", "id"):
+                state.actives.setdefault(active.scope, []).append(active)
         rules = Rule.objects.in_bulk(queue)
         counts = trial_counts(queue)
         for rule_id in queue:
@@ -373,7 +373,7 @@ def _write(state: _Round) -> None:
     for o in outcomes:
         if o.result == "promote":
             o.rule.state = RuleState.ACTIVE
-            state.actives.append(o.rule)
+            state.actives.setdefault(o.rule.scope, []).append(o.rule)
         _count(state.summary, o)
 
 
@@ -499,14 +499,21 @@ def _trajectory_dict(t: Trajectory) -> dict:
     }
 
 
-def _rules_for(actives: list[Rule], candidate: Rule):
+def _rules_for(actives: dict[str, list[Rule]], candidate: Rule):
     """The replay's rule tool (SPEC §7.3): active rules as the baseline, the candidate under
     test, and no other candidate. Built from rules already in memory so a backend thread never
     touches the database; same narrowing as the live tool (`lifecycle.scopes`)."""
-    actives = list(actives)
+    # A snapshot: rules promoted later in the round do not change a replay already running.
+    by_scope = {name: list(rules) for name, rules in actives.items()}
 
     def rules(scope: str | None, query: str | None) -> list[dict]:
-        active = [r for r in actives if scope is None or r.scope == scope]
+        if scope is None:
+            active = sorted(
+                (r for rules in by_scope.values() for r in rules),
+                key=lambda r: (r.recorded_at, r.id),
+            )
+        else:
+            active = by_scope.get(scope, [])
         if query and query.strip():
             query_atoms, query_words = _query_terms(query)
             if query_atoms or query_words:
