@@ -626,3 +626,23 @@ def test_the_rule_page_shows_as_many_replay_cases_as_a_rule_can_ever_have(
     assert [r.round_id for r in rounds] == [3, 4]
     assert [len(r.cases) for r in rounds] == [3, 3]
     assert all(r.verdict["outcome"] == "pending" for r in rounds)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"signature": [], "metric": ""},
+        {"signature": ["breach:coherence"], "metric": "coherence", "source_case": "F-404"},
+        {"signature": ["action:git.push"], "source_case": "F-001"},
+    ],
+)
+def test_the_rule_page_renders_with_the_real_gate_and_scorer(viewer_client, fields):
+    # No stand-ins: the page must survive rules that match nothing or cite a missing case.
+    make_trajectory(
+        "F-001", expected_rule={"trigger": "when git push fails", "directive": "pull first"}
+    )
+    make_trajectory("S-001", kind="success", signature=["action:git.push"])
+    make_rule("R-REAL", **fields)
+    response = viewer_client.get(reverse("rule-detail", args=["R-REAL"]))
+    assert response.status_code == 200
+    assert [c["matcher"] for c in response.context["gate_columns"]] == ["lexical", "signature"]
