@@ -1,6 +1,6 @@
 """Reads for the dashboard and the API (issue 5). Every function here runs a fixed number of
-queries whatever the data size: lists are filtered and paginated in the database, and a rule's
-detail is built from one read of its journal."""
+queries whatever the data size: lists are filtered, counted and paginated in the database, and a
+rule's page reads a bounded slice of its journal."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -72,13 +72,12 @@ _NO = {"no", "false", "0"}
 MAX_QUERY_LENGTH = 200
 
 
-def _choice(filters: dict, key: str, allowed) -> str:
-    value = (filters.get(key) or "").strip()
+def _check_choice(filters: dict, key: str, allowed) -> None:
+    value = filters[key]
     if value and value not in allowed:
         raise FilterError(
             f"{key} must be one of {', '.join(sorted(allowed))} (got {value!r})", field=key
         )
-    return value
 
 
 def _order_by(sort: str) -> list[str]:
@@ -114,10 +113,10 @@ def clean_rule_filters(filters: dict) -> dict:
     """The filters a caller gave, stripped and checked; unknown keys are ignored (a page URL
     also carries `page`). Raises FilterError naming the first bad value."""
     cleaned = {key: (filters.get(key) or "").strip() for key in RULE_FILTER_KEYS}
-    _choice(cleaned, "state", set(RuleState.values))
-    _choice(cleaned, "validator", {*VALIDATORS, "none"})
-    _choice(cleaned, "pending_reason", {*PendingReason.values, NOT_ATTEMPTED})
-    _choice(cleaned, "has_ground_truth", _YES | _NO)
+    _check_choice(cleaned, "state", set(RuleState.values))
+    _check_choice(cleaned, "validator", {*VALIDATORS, "none"})
+    _check_choice(cleaned, "pending_reason", {*PendingReason.values, NOT_ATTEMPTED})
+    _check_choice(cleaned, "has_ground_truth", _YES | _NO)
     if len(cleaned["q"]) > MAX_QUERY_LENGTH:
         raise FilterError(f"q is longer than {MAX_QUERY_LENGTH} characters", field="q")
     _order_by(cleaned["sort"] or DEFAULT_RULE_SORT)
