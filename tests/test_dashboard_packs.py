@@ -147,7 +147,18 @@ def test_the_preview_shows_the_rules_and_writes_nothing(reviewer_client, rules):
     ]
     body = response.content.decode()
     assert 'data-testid="pack-preview"' in body
-    assert "Import 2 rules as candidates" in body
+    assert "nothing to import" in body
+    assert reverse("pack-import-confirm") not in body
+
+
+def test_the_preview_offers_to_import_only_the_new_rules(reviewer_client, rules):
+    document = yaml.safe_load(a_pack_of("R-PUSH", "R-SLOW"))
+    document["rules"][0]["scope"] = "repo:mirror"
+    document["checksum"] = packs.pack_checksum(document)
+    response = reviewer_client.post(reverse("pack-import"), {"pack_text": yaml.safe_dump(document)})
+    body = response.content.decode()
+    assert "Import 1 new rule as candidate</button>" in body
+    assert "1 already here, left unchanged." in body
 
 
 def test_an_uploaded_pack_file_is_previewed_too(reviewer_client, rules):
@@ -169,7 +180,7 @@ def test_a_broken_pack_lists_every_error_and_offers_no_import(reviewer_client, r
     assert any(e.startswith("rules.1.trigger") for e in errors)
     body = response.content.decode()
     assert 'data-testid="pack-errors"' in body
-    assert "as candidates</button>" not in body
+    assert reverse("pack-import-confirm") not in body
 
 
 def test_a_file_that_is_not_utf8_is_refused_with_a_message(reviewer_client):

@@ -97,8 +97,19 @@ def pack_import(request):
     except UnicodeDecodeError:
         messages.error(request, "The pack file is not UTF-8 text.")
         return _page(request, status=400)
-    preview = packs.preview_pack(text)
-    return _page(request, status=200 if preview.ok else 400, preview=preview, pack_text=text)
+    return _preview_page(request, packs.preview_pack(text), text)
+
+
+def _preview_page(request, preview: packs.PackPreview, text: str):
+    new = sum(1 for p in preview.rules if p.action == "create")
+    return _page(
+        request,
+        status=200 if preview.ok else 400,
+        preview=preview,
+        pack_text=text,
+        new_rules=new,
+        unchanged_rules=len(preview.rules) - new,
+    )
 
 
 @require_POST
@@ -110,9 +121,8 @@ def pack_import_confirm(request):
     try:
         result = packs.import_pack(text, actor=Actor.reviewer(request.user.get_username()))
     except packs.PackRejected as exc:
-        preview = packs.preview_pack(text)
         messages.error(request, f"Nothing imported: {len(exc.errors)} error(s).")
-        return _page(request, status=400, preview=preview, pack_text=text)
+        return _preview_page(request, packs.preview_pack(text), text)
     created = ", ".join(result["rules"]) or "none"
     messages.success(
         request,

@@ -192,7 +192,7 @@ def test_importing_a_pack_shows_a_preview_before_writing(signed_in, shot):
     expect(preview).to_contain_text("new candidate")
     shot("pack import preview")
     assert Rule.objects.count() == before
-    page.get_by_role("button", name=re.compile("as candidates")).click()
+    page.get_by_role("button", name="Import 1 new rule as candidate").click()
     expect(page.locator(".messages")).to_contain_text("Imported 1 rule(s) as candidates")
     assert Rule.objects.filter(scope="repo:mirror", state="candidate").count() == 1
     shot("pack imported")
