@@ -516,3 +516,12 @@ def test_nul_characters_are_refused_before_the_database_sees_them(client, keys, 
     # PostgreSQL cannot store NUL: it must be a 422 on every database, never a 500.
     response = call(client, method, API + path, keys[REVIEWER], body)
     assert response.status_code == 422, response.content
+
+
+def test_pack_export_takes_repeated_scopes_and_states(client, keys):
+    world()
+    candidate("C-9", scope="ci", trigger="when ci is slow", directive="cache deps", signature=[])
+    path = f"{API}/packs?format=json&state=candidate&state=active&scope=git&scope=ci"
+    document = call(client, "get", path, keys[REVIEWER]).json()
+    assert document["selection"] == {"scopes": ["ci", "git"], "states": ["active", "candidate"]}
+    assert [r["id"] for r in document["rules"]] == ["C-9", "C-1", "A-1"]
