@@ -14,6 +14,7 @@ from functools import partial
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
+from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.utils.dateparse import parse_datetime
 from ninja import NinjaAPI, Query, Router, Schema, Status
@@ -77,6 +78,8 @@ router = Router()
 
 ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 415, 422)}
 MAX_PAGE = 500
+# A cursor is a short position (a time and an id); anything longer is not one of ours.
+MAX_CURSOR = 200
 PACK_CONTENT_TYPES = {
     "yaml": "application/yaml",
     "json": "application/json",
@@ -206,7 +209,7 @@ def encode_cursor(values: list) -> str:
 def decode_cursor(raw: str, size: int) -> list:
     try:
         values = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
         values = None
     if not isinstance(values, list) or len(values) != size:
         raise ApiError(400, "invalid cursor", [{"loc": ["query", "cursor"], "msg": "invalid"}])
@@ -307,7 +310,7 @@ class RuleQuery(Schema):
     has_ground_truth: Text | None = None
     q: Text | None = Field(None, max_length=selectors.MAX_QUERY_LENGTH)
     order: str = Field("recorded", pattern="^-?recorded$", description="recorded or -recorded")
-    cursor: Text | None = None
+    cursor: Text | None = Field(None, max_length=MAX_CURSOR)
     limit: int = Field(100, ge=1, le=MAX_PAGE)
 
 
@@ -326,9 +329,9 @@ def get_rules(request, query: Query[RuleQuery]):
         at_raw, rule_id = decode_cursor(query.cursor, 2)
         at = _cursor_time(at_raw)
         if query.order.startswith("-"):
-            rules = rules.filter(recorded_at__lt=at) | rules.filter(recorded_at=at, id__lt=rule_id)
+            rules = rules.filter(Q(recorded_at__lt=at) | Q(recorded_at=at, id__lt=rule_id))
         else:
-            rules = rules.filter(recorded_at__gt=at) | rules.filter(recorded_at=at, id__gt=rule_id)
+            rules = rules.filter(Q(recorded_at__gt=at) | Q(recorded_at=at, id__gt=rule_id))
     rows, next_cursor = _page(
         list(rules[: query.limit + 1]),
         query.limit,
@@ -426,7 +429,7 @@ class JournalQuery(Schema):
     type: Text | None = Field(None, max_length=64)
     round: int | None = Field(None, ge=0)
     actor: Text | None = Field(None, max_length=150)
-    cursor: Text | None = None
+    cursor: Text | None = Field(None, max_length=MAX_CURSOR)
     limit: int = Field(100, ge=1, le=MAX_PAGE)
 
 
@@ -453,7 +456,7 @@ def get_journal(request, query: Query[JournalQuery]):
         if not isinstance(event_id, int):
             raise ApiError(400, "invalid cursor", [{"loc": ["query", "cursor"], "msg": "invalid"}])
         at = _cursor_time(at_raw)
-        events = events.filter(at__gt=at) | events.filter(at=at, id__gt=event_id)
+        events = events.filter(Q(at__gt=at) | Q(at=at, id__gt=event_id))
     rows, next_cursor = _page(
         list(events[: query.limit + 1]), query.limit, lambda e: [e.at.isoformat(), e.id]
     )
@@ -461,7 +464,7 @@ def get_journal(request, query: Query[JournalQuery]):
 
 
 class RoundQuery(Schema):
-    cursor: Text | None = None
+    cursor: Text | None = Field(None, max_length=MAX_CURSOR)
     limit: int = Field(50, ge=1, le=MAX_PAGE)
 
 
