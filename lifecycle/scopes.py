@@ -11,6 +11,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from . import atoms as atom_lib
+from .matching import rule_matches
 from .models import Rule, RuleRead, RuleState
 
 PROVISIONAL_HEADING = "Provisional rules (under evaluation)"
@@ -44,14 +45,15 @@ def _query_terms(query: str) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def narrows_to(rule: Rule, query_atoms: frozenset[str], query_words: frozenset[str]) -> bool:
-    """Does an active rule stay in a narrowed read? Atoms in the query match by signature
-    (every failure-mode atom of the rule present); plain words match the rule's own words."""
-    if query_atoms:
-        failure = atom_lib.failure_mode_atoms(rule.signature)
-        if failure and failure <= query_atoms:
-            return True
-        if atom_lib.notice_atoms(rule.signature) & query_atoms:
-            return True
+    """Does an active rule stay in a narrowed read? Atoms in the query match by signature,
+    through the one match function of SPEC §11; plain words match the rule's own words."""
+    if query_atoms and rule_matches(
+        rule_signature=list(rule.signature),
+        rule_metric=rule.metric,
+        trajectory_atoms=query_atoms,
+        family=frozenset(),
+    ):
+        return True
     if query_words:
         text = " ".join([rule.trigger, rule.directive, *rule.signature, *rule.tags]).lower()
         if any(word in text for word in query_words):
