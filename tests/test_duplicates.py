@@ -30,6 +30,35 @@ FORCE = {
 }
 
 
+def _scores(verdict, semantic):
+    return {
+        "verdict": verdict,
+        "semantic": semantic,
+        "token_f1": 0.3,
+        "signature_agreement": 1.0,
+        "trigger": {"token_f1": 0.3, "semantic": semantic},
+        "directive": {"token_f1": 0.3, "semantic": semantic},
+        "why": "stub",
+    }
+
+
+@pytest.fixture
+def comparator(monkeypatch):
+    """A stand-in for the SPEC §12 comparator that calls C001 and REWORDED the same rule and
+    anything else different, so these tests pin this module's logic, not the model's."""
+    same = {frozenset({C001["directive"], REWORDED["directive"]})}
+
+    def compare_many(pairs, signatures=None):
+        return [
+            _scores("match", 0.9)
+            if frozenset({new["directive"], old["directive"]}) in same
+            else _scores("miss", 0.4)
+            for new, old in pairs
+        ]
+
+    monkeypatch.setattr("lifecycle.duplicates.compare_many", compare_many)
+
+
 def record(text, *, rule_id, scope="git", signature=NFF, metric="task_completion"):
     rule, _ = rule_record_candidate(
         actor=BOT, rule_id=rule_id, scope=scope, signature=signature, metric=metric, now=AT, **text
@@ -38,7 +67,7 @@ def record(text, *, rule_id, scope="git", signature=NFF, metric="task_completion
 
 
 @pytest.mark.django_db
-def test_a_reworded_copy_in_the_same_scope_is_linked_and_journaled():
+def test_a_reworded_copy_in_the_same_scope_is_linked_and_journaled(comparator):
     record(C001, rule_id="C-001")
     copy = record(REWORDED, rule_id="C-012")
     copy.refresh_from_db()
@@ -52,11 +81,22 @@ def test_a_reworded_copy_in_the_same_scope_is_linked_and_journaled():
     assert evidence["other_state"] == "candidate"
     assert evidence["other"] == C001
     assert evidence["verdict"] == "match"
-    assert set(evidence) >= {"semantic", "token_f1", "signature_agreement", "why"}
+    assert evidence["semantic"] == 0.9
+    assert evidence["directive"] == {"token_f1": 0.3, "semantic": 0.9}
+    assert set(evidence) >= {"token_f1", "signature_agreement", "trigger", "why"}
+
+
+# With the real comparator (SPEC §12): the demo's C-012 and C-002 against C-001.
 
 
 @pytest.mark.django_db
-def test_shared_words_with_the_opposite_advice_are_not_a_duplicate():
+def test_the_comparator_links_a_rewording_of_the_f001_rule():
+    record(C001, rule_id="C-001")
+    assert record(REWORDED, rule_id="C-012").duplicate_of_id == "C-001"
+
+
+@pytest.mark.django_db
+def test_the_comparator_does_not_link_shared_words_with_the_opposite_advice():
     record(C001, rule_id="C-001")
     force = record(FORCE, rule_id="C-002")
     assert force.duplicate_of_id is None
@@ -64,14 +104,14 @@ def test_shared_words_with_the_opposite_advice_are_not_a_duplicate():
 
 
 @pytest.mark.django_db
-def test_the_same_words_in_another_scope_are_not_a_duplicate():
+def test_the_same_words_in_another_scope_are_not_a_duplicate(comparator):
     record(C001, rule_id="C-001", scope="git")
     other = record(REWORDED, rule_id="C-012", scope="repo:payments")
     assert other.duplicate_of_id is None
 
 
 @pytest.mark.django_db
-def test_the_same_words_about_another_failure_are_not_a_duplicate():
+def test_the_same_words_about_another_failure_are_not_a_duplicate(comparator):
     record(C001, rule_id="C-001")
     auth = ["tool:git", "action:git.push", "error:auth_denied"]
     other = record(REWORDED, rule_id="C-012", signature=auth)
@@ -79,14 +119,14 @@ def test_the_same_words_about_another_failure_are_not_a_duplicate():
 
 
 @pytest.mark.django_db
-def test_a_retired_rule_is_history_not_a_copy(engine):
+def test_a_retired_rule_is_history_not_a_copy(engine, comparator):
     record(C001, rule_id="C-001")
     rule_retire(rule_id="C-001", actor=engine, evidence={}, reason="no improvement on F-001")
     assert record(REWORDED, rule_id="C-012").duplicate_of_id is None
 
 
 @pytest.mark.django_db
-def test_recording_the_same_rule_again_journals_nothing_new():
+def test_recording_the_same_rule_again_journals_nothing_new(comparator):
     record(C001, rule_id="C-001")
     record(REWORDED, rule_id="C-012")
     record(REWORDED, rule_id="C-012")
