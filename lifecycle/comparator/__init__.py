@@ -1,0 +1,193 @@
+"""The offline semantic model behind extraction accuracy (SPEC §12).
+
+A static word-piece embedding distilled from sentence-transformers/all-MiniLM-L6-v2
+(Apache-2.0): every vocabulary entry was run once through the transformer, the
+vectors reduced with PCA and down-weighted by frequency (model2vec's recipe), and
+shipped here as a float16 matrix. A sentence is the mean of its pieces' vectors.
+
+Why static and not the transformer itself: 2 CPU cores give the full MiniLM
+about 55 sentences/s under numpy, i.e. ~14 rule pairs/s (4 texts a pair), far
+from the ≥ 300 pairs/s the dashboard and `compare_rules --pairs` need; the static
+table does thousands. Why shipped in the repo: no PyPI package carries a torch-free
+MiniLM-family static model, and nothing may be downloaded at run time. The only
+runtime dependency is numpy; tokenisation is BERT's own uncased WordPiece, written
+out below so that no Rust tokenizer (and its hub client) comes along.
+
+`build.py` beside this file rebuilds the table from the MiniLM weights.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import unicodedata
+from functools import lru_cache
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODEL_META = HERE / "minilm_static.json"
+MODEL_BIN = HERE / "minilm_static.bin"
+VOCAB = HERE / "vocab.txt"
+
+
+class ComparatorUnavailable(RuntimeError):
+    """The semantic model cannot be loaded; the message names what is missing."""
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError as exc:  # pragma: no cover - exercised only on a broken install
+        raise ComparatorUnavailable(
+            "the extraction comparator needs the 'numpy' package (declared in "
+            "pyproject.toml); install the project with `pip install -e .`"
+        ) from exc
+    return numpy
+
+
+def _is_punctuation(ch: str) -> bool:
+    # BERT treats every non-alphanumeric ASCII symbol as punctuation, so "--force"
+    # and "go.sum" split the way the model saw them in training.
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def _is_cjk(ch: str) -> bool:
+    # BERT gives every CJK ideograph a word of its own.
+    cp = ord(ch)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2FA1F
+        or 0xF900 <= cp <= 0xFAFF
+    )
+
+
+# Plain ASCII text (nearly all rule text) splits with one regex; anything else takes the
+# character-by-character path below, which is BERT's BasicTokenizer.
+_ASCII_TOKENS = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _basic_tokens(text: str) -> list[str]:
+    if text.isascii():
+        return _ASCII_TOKENS.findall(_ASCII_CONTROL.sub("", text.lower()))
+    text = unicodedata.normalize("NFD", text.lower())
+    text = "".join(
+        ch
+        for ch in text
+        if ch in "\t\n\r" or unicodedata.category(ch) not in {"Mn", "Cc", "Cf", "Co", "Cs", "Cn"}
+    )
+    out: list[str] = []
+    for word in text.split():
+        current = ""
+        for ch in word:
+            if _is_punctuation(ch) or _is_cjk(ch):
+                if current:
+                    out.append(current)
+                    current = ""
+                out.append(ch)
+            else:
+                current += ch
+        if current:
+            out.append(current)
+    return out
+
+
+class StaticEmbedder:
+    """Mean-of-word-pieces sentence vectors, L2-normalised."""
+
+    def __init__(self, matrix, vocab: dict[str, int], unk_id: int) -> None:
+        self.matrix = matrix
+        self.vocab = vocab
+        self.unk_id = unk_id
+        self.dim = int(matrix.shape[1])
+        # Word → piece ids is pure and rule text is repetitive: memoise per word.
+        self._pieces = lru_cache(maxsize=65536)(self._wordpiece)
+
+    def _wordpiece(self, word: str) -> tuple[int, ...]:
+        if len(word) > 100:
+            return ()
+        ids: list[int] = []
+        start = 0
+        while start < len(word):
+            end = len(word)
+            found = None
+            while start < end:
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                if piece in self.vocab:
+                    found = self.vocab[piece]
+                    break
+                end -= 1
+            if found is None:
+                return ()  # [UNK]: carries no meaning, so it is left out of the mean
+            ids.append(found)
+            start = end
+        return tuple(ids)
+
+    def piece_ids(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for word in _basic_tokens(text):
+            ids.extend(self._pieces(word))
+        return ids
+
+    def pieces(self, text: str):
+        """(unit vectors, weights) of a text's word pieces, for soft word alignment.
+
+        A row's norm is its frequency weight (the table was scaled by SIF weights), so it
+        is returned as the piece's weight and the vector itself normalised.
+        """
+        np = _numpy()
+        ids = self.piece_ids(text)
+        if not ids:
+            return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.float32)
+        rows = self.matrix[ids]
+        norms = np.linalg.norm(rows, axis=1)
+        return rows / np.maximum(norms, 1e-9)[:, None], norms
+
+    def encode(self, texts: list[str]):
+        """One unit vector per text (a zero vector for a text with no known piece)."""
+        np = _numpy()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            ids = self.piece_ids(text)
+            if ids:
+                out[row] = self.matrix[ids].mean(axis=0)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+
+_lock = threading.Lock()
+_model: StaticEmbedder | None = None
+
+
+def load_embedder() -> StaticEmbedder:
+    """The process-wide model, loaded once on first use (thread-safe)."""
+    global _model
+    if _model is not None:
+        return _model
+    with _lock:
+        if _model is None:
+            _model = _load()
+    return _model
+
+
+def _load() -> StaticEmbedder:
+    np = _numpy()
+    for path in (MODEL_META, MODEL_BIN, VOCAB):
+        if not path.exists():
+            raise ComparatorUnavailable(
+                f"the extraction comparator's model file {path.name} is missing from "
+                f"{HERE}; reinstall the cauterweb package (it ships the model)"
+            )
+    meta = json.loads(MODEL_META.read_text())
+    rows, dim = meta["shape"]
+    matrix = np.fromfile(MODEL_BIN, dtype=np.dtype(meta["dtype"])).reshape(rows, dim)
+    # float32 for the arithmetic: float16 sums lose precision on long texts.
+    matrix = matrix.astype(np.float32)
+    vocab = {line.rstrip("\n"): i for i, line in enumerate(VOCAB.open(encoding="utf-8"))}
+    return StaticEmbedder(matrix, vocab, vocab.get("[UNK]", 100))

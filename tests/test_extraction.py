@@ -1,0 +1,331 @@
+"""Extraction accuracy (SPEC §12): token-F1 baseline, word diff, atoms, the comparator.
+
+Pure functions: no database, no Django settings needed.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lifecycle import comparator, extraction
+from lifecycle.extraction import (
+    compare_many,
+    compare_rules,
+    token_f1,
+    trigger_atoms,
+    word_diff,
+)
+
+EVAL = Path(extraction.__file__).parent / "data" / "extraction_eval.jsonl"
+
+F001 = {
+    "trigger": "when git push fails with non-fast-forward",
+    "directive": "fetch and rebase onto the remote branch, then push again",
+}
+
+
+def rule(trigger: str, directive: str) -> dict:
+    return {"trigger": trigger, "directive": directive}
+
+
+# --- token-F1, the naive baseline (SPEC §12) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("when git push fails", "when git push fails", 1.0),
+        ("When Git push FAILS!", "when git push fails", 1.0),
+        ("retry the request", "back off exponentially", 0.0),
+        ("", "", 1.0),
+        ("", "something", 0.0),
+        # 2 shared of 4 and 2 tokens: precision 1.0, recall 0.5
+        ("push the branch again", "push again", pytest.approx(2 / 3)),
+    ],
+)
+def test_token_f1_counts_shared_words(a, b, expected):
+    assert token_f1(a, b) == expected
+
+
+# --- word diff for the dashboard (SPEC §12) --------------------------------------
+
+
+def test_word_diff_marks_kept_deleted_and_inserted_words_in_reading_order():
+    ops = word_diff(
+        "when git push fails with non-fast-forward",
+        "when git push fails with authentication denied",
+    )
+    assert ops == [
+        ("keep", "when"),
+        ("keep", "git"),
+        ("keep", "push"),
+        ("keep", "fails"),
+        ("keep", "with"),
+        ("delete", "non-fast-forward"),
+        ("insert", "authentication"),
+        ("insert", "denied"),
+    ]
+
+
+def test_word_diff_of_identical_text_keeps_every_word():
+    assert word_diff(F001["directive"], F001["directive"]) == [
+        ("keep", w) for w in F001["directive"].split()
+    ]
+
+
+def test_word_diff_ignores_case_and_trailing_punctuation_but_shows_the_extracted_spelling():
+    assert word_diff("Retry the push.", "retry the PUSH") == [
+        ("keep", "retry"),
+        ("keep", "the"),
+        ("keep", "PUSH"),
+    ]
+
+
+def test_word_diff_handles_empty_sides():
+    assert word_diff("", "back off") == [("insert", "back"), ("insert", "off")]
+    assert word_diff("back off", "") == [("delete", "back"), ("delete", "off")]
+
+
+# --- failure-mode atoms read from prose (SPEC §1, §11) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "must_have"),
+    [
+        (
+            "when git push fails with non-fast-forward",
+            {"tool:git", "action:git.push", "error:non_fast_forward"},
+        ),
+        (
+            "if the remote rejects your push because it has commits you do not have locally",
+            {"error:non_fast_forward"},
+        ),
+        ("when git push fails with authentication denied", {"tool:git", "error:auth_denied"}),
+        ("when the API returns 429 Too Many Requests", {"status:429", "error:rate_limited"}),
+        ("if you are being rate limited by the API", {"error:rate_limited"}),
+        ("when nginx returns 502 Bad Gateway", {"tool:nginx", "status:502", "error:bad_gateway"}),
+        ("when a container exits with code 137", {"exit:137", "error:out_of_memory"}),
+        ("when aws cli fails with ExpiredToken", {"tool:aws", "error:token_expired"}),
+        ("when npm ci complains the lockfile is out of sync", {"action:npm.ci"}),
+        ("when OAuth login fails with invalid_grant", {"error:invalid_grant"}),
+        ("when a transaction fails with deadlock detected", {"error:deadlock"}),
+        ("when writing a file fails with No space left on device", {"error:disk_full"}),
+    ],
+)
+def test_trigger_atoms_reads_failure_modes(text, must_have):
+    assert must_have <= trigger_atoms(text)
+
+
+def test_trigger_atoms_does_not_invent_status_codes_from_sizes():
+    assert not any(a.startswith("status:") for a in trigger_atoms("when a file is over 400 MB"))
+
+
+def test_trigger_atoms_of_empty_text_is_empty():
+    assert trigger_atoms("") == set()
+
+
+# --- the comparator (SPEC §12) ---------------------------------------------------
+
+REWORDINGS = [
+    (
+        F001,
+        rule(
+            "if the remote rejects your push because it has commits you do not have locally",
+            "pull with --rebase to integrate upstream work before pushing",
+        ),
+    ),
+    (
+        rule(
+            "when the API returns 429 Too Many Requests",
+            "wait for the Retry-After interval and back off exponentially before retrying",
+        ),
+        rule(
+            "if you are being rate limited by the API",
+            "slow down: honour the retry-after header and increase the delay between attempts",
+        ),
+    ),
+    (
+        rule(
+            "when a transaction fails with deadlock detected",
+            "retry the whole transaction after a short randomized delay",
+        ),
+        rule(
+            "if postgres aborts the transaction as a deadlock victim",
+            "run the transaction again from the start after a small jittered pause",
+        ),
+    ),
+]
+
+SAME_WORDS_OTHER_MEANING = [
+    (F001, rule("when git push fails with authentication denied", F001["directive"])),
+    (F001, rule(F001["trigger"], "force push to overwrite the remote branch")),
+    (
+        rule(
+            "when the API returns 429 Too Many Requests", "back off exponentially before retrying"
+        ),
+        rule("when the API returns 429 Too Many Requests", "retry immediately in a tight loop"),
+    ),
+    (
+        rule(
+            "when the API returns 429 Too Many Requests", "back off exponentially before retrying"
+        ),
+        rule(
+            "when the API returns 503 Service Unavailable", "back off exponentially before retrying"
+        ),
+    ),
+    (
+        rule(
+            "when a commit is rejected by the pre-commit hook", "run the formatter and commit again"
+        ),
+        rule(
+            "when a commit is rejected by the pre-commit hook", "commit with --no-verify to skip it"
+        ),
+    ),
+    (
+        rule(
+            "when comparing a column to NULL with = returns nothing",
+            "use IS NULL instead of = NULL",
+        ),
+        rule(
+            "when comparing a column to NULL with = returns nothing",
+            "use = NULL instead of IS NULL",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("expected", "extracted"), REWORDINGS)
+def test_a_rewording_is_a_match_although_it_shares_few_words(expected, extracted):
+    result = compare_rules(extracted, expected)
+    assert result["verdict"] == "match", result["why"]
+    assert result["token_f1"] < 0.5  # the baseline would have failed it
+
+
+@pytest.mark.parametrize(("expected", "extracted"), SAME_WORDS_OTHER_MEANING)
+def test_same_words_with_another_meaning_is_a_miss(expected, extracted):
+    result = compare_rules(extracted, expected)
+    assert result["verdict"] == "miss", result
+    assert result["conflicts"], "a miss on shared words must say what differs"
+
+
+def test_an_identical_rule_is_a_match_with_token_f1_one():
+    result = compare_rules(dict(F001), F001)
+    assert result["verdict"] == "match"
+    assert result["token_f1"] == 1.0
+    assert result["trigger"]["token_f1"] == result["directive"]["token_f1"] == 1.0
+    assert result["semantic"] == pytest.approx(1.0)
+    assert result["signature_agreement"] == 1.0
+    assert all(op == "keep" for op, _ in result["trigger"]["diff"])
+
+
+def test_result_has_every_score_per_field_and_is_json_serialisable():
+    result = compare_rules(*REWORDINGS[0][::-1])
+    for field in ("trigger", "directive"):
+        assert set(result[field]) >= {"token_f1", "semantic", "diff"}
+        assert 0.0 <= result[field]["semantic"] <= 1.0
+    assert 0.0 <= result["semantic"] <= 1.0
+    assert 0.0 <= result["signature_agreement"] <= 1.0
+    assert result["verdict"] in {"match", "partial", "miss"}
+    assert isinstance(result["why"], str) and result["why"]
+    assert json.loads(json.dumps(result)) == result
+
+
+def test_the_verdict_never_comes_from_token_f1(monkeypatch):
+    pairs = [(x, e) for e, x in REWORDINGS + SAME_WORDS_OTHER_MEANING]
+    before = [r["verdict"] for r in compare_many(pairs)]
+    for forced in (0.0, 1.0):
+        monkeypatch.setattr(extraction, "token_f1", lambda a, b, forced=forced: forced)
+        assert [r["verdict"] for r in compare_many(pairs)] == before
+
+
+def test_high_token_f1_can_miss_and_low_token_f1_can_match():
+    expected, extracted = SAME_WORDS_OTHER_MEANING[0]
+    miss = compare_rules(extracted, expected)
+    expected, extracted = REWORDINGS[0]
+    match = compare_rules(extracted, expected)
+    assert miss["token_f1"] > match["token_f1"]
+    assert (miss["verdict"], match["verdict"]) == ("miss", "match")
+
+
+def test_a_conflicting_extracted_signature_turns_a_match_into_a_miss():
+    expected, extracted = REWORDINGS[0]
+    assert compare_rules(extracted, expected)["verdict"] == "match"
+    conflicting = compare_rules(
+        extracted, expected, extracted_signature=["tool:git", "error:auth_denied"]
+    )
+    assert conflicting["verdict"] == "miss"
+    agreeing = compare_rules(
+        extracted,
+        expected,
+        extracted_signature=["action:git.push", "error:non_fast_forward", "breach:task_completion"],
+    )
+    assert agreeing["verdict"] == "match"
+    assert (
+        agreeing["signature_agreement"] >= compare_rules(extracted, expected)["signature_agreement"]
+    )
+
+
+def test_compare_many_gives_the_same_answers_as_one_by_one():
+    pairs = [(x, e) for e, x in REWORDINGS + SAME_WORDS_OTHER_MEANING]
+    assert compare_many(pairs) == [compare_rules(x, e) for x, e in pairs]
+    assert compare_many([]) == []
+
+
+def test_a_missing_field_counts_as_empty_text():
+    result = compare_rules({"trigger": F001["trigger"]}, F001)
+    assert result["directive"]["token_f1"] == 0.0
+    assert result["verdict"] != "match"
+
+
+def test_a_non_string_field_is_refused():
+    with pytest.raises(TypeError, match="directive must be a string"):
+        compare_rules({"trigger": "x", "directive": 3}, F001)
+
+
+def test_a_missing_model_file_fails_loudly_naming_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(comparator, "MODEL_BIN", tmp_path / "minilm_static.bin")
+    monkeypatch.setattr(comparator, "_model", None)
+    with pytest.raises(comparator.ComparatorUnavailable, match="minilm_static.bin"):
+        compare_rules(F001, F001)
+
+
+def test_the_model_loads_once_per_process():
+    assert comparator.load_embedder() is comparator.load_embedder()
+
+
+# --- the shipped evaluation set (SPEC §12) ---------------------------------------
+
+
+def eval_rows() -> list[dict]:
+    return [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()]
+
+
+def test_the_eval_set_is_large_varied_and_well_formed():
+    rows = eval_rows()
+    assert len(rows) >= 150
+    assert len({r["domain"] for r in rows}) >= 15
+    for r in rows:
+        for side in ("expected", "extracted"):
+            assert set(r[side]) == {"trigger", "directive"}
+        assert r["label"] == (1 if r["kind"] in {"reworded", "identical"} else 0)
+        assert r["split"] in {"dev", "heldout"}
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"reworded", "same_words_other_meaning", "identical", "unrelated"}
+
+
+def auc(labels, scores):
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def test_the_comparator_ranks_the_eval_set_far_better_than_token_f1():
+    rows = eval_rows()
+    results = compare_many([(r["extracted"], r["expected"]) for r in rows])
+    labels = [r["label"] for r in rows]
+    comparator_auc = auc(labels, [r["score"] for r in results])
+    assert comparator_auc >= 0.9
+    assert comparator_auc > auc(labels, [r["token_f1"] for r in results]) + 0.3
+    hits = [(r["verdict"] == "match") == bool(y) for r, y in zip(results, labels, strict=True)]
+    assert sum(hits) / len(hits) >= 0.85
