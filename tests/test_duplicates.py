@@ -86,7 +86,8 @@ def test_a_reworded_copy_in_the_same_scope_is_linked_and_journaled(comparator):
     assert set(evidence) >= {"token_f1", "signature_agreement", "trigger", "why"}
 
 
-# With the real comparator (SPEC §12): the demo's C-012 and C-002 against C-001.
+# With the real comparator (SPEC §12): the demo's C-012 and C-002 against C-001, and C-006
+# ("back off") against C-005 ("retry immediately").
 
 
 @pytest.mark.django_db
@@ -101,6 +102,30 @@ def test_the_comparator_does_not_link_shared_words_with_the_opposite_advice():
     force = record(FORCE, rule_id="C-002")
     assert force.duplicate_of_id is None
     assert not JournalEvent.objects.filter(type="rule_duplicate_suspected").exists()
+
+
+@pytest.mark.django_db
+def test_the_comparator_does_not_link_back_off_to_retry_immediately():
+    http = ["tool:http", "action:http.request", "error:http_429"]
+    record(
+        {
+            "trigger": "when an API responds 429 Too Many Requests",
+            "directive": "retry the request immediately until it succeeds",
+        },
+        rule_id="C-005",
+        scope="http",
+        signature=http,
+    )
+    backoff = record(
+        {
+            "trigger": "if the rate limiter returns HTTP 429",
+            "directive": "honour Retry-After and back off exponentially before retrying",
+        },
+        rule_id="C-006",
+        scope="http",
+        signature=http,
+    )
+    assert backoff.duplicate_of_id is None
 
 
 @pytest.mark.django_db
