@@ -117,6 +117,14 @@ def main() -> None:
         compare_many([({k: v + f" v{n}" for k, v in x.items()}, e) for x, e in pairs])
     elapsed = time.perf_counter() - started
     report["pairs_per_second"] = round(repeats * len(pairs) / elapsed, 1)
+    # Warm: the same texts again, as when a page re-scores the candidates of the same
+    # expected rules; the per-text parsing is memoised, the embedding is not.
+    started = time.perf_counter()
+    for _ in range(repeats):
+        compare_many(pairs)
+    report["pairs_per_second_warm"] = round(
+        repeats * len(pairs) / (time.perf_counter() - started), 1
+    )
 
     seen: set[str] = set()
     deps_mb = sum(package_size_mb(name, seen) for name in RUNTIME_PACKAGES)
@@ -143,7 +151,10 @@ def main() -> None:
                 f"  {s['token_f1_accuracy']:>7.3f} {s['comparator_accuracy']:>7.3f}"
                 f"  {s['negatives_called_miss']:.3f}"
             )
-    print(f"throughput: {report['pairs_per_second']:.0f} pairs/s (compare_many, 1 process)")
+    print(
+        f"throughput: {report['pairs_per_second']:.0f} pairs/s on unseen texts, "
+        f"{report['pairs_per_second_warm']:.0f} pairs/s on texts seen before (1 process)"
+    )
     mb = report["install_mb"]
     print(
         f"install size: dependencies {mb['dependencies']:.1f} MB ({', '.join(mb['packages'])}),"

@@ -356,7 +356,7 @@ class _Lexicon:
     the rare case-sensitive one (git's "CONFLICT") sees the original text.
     """
 
-    def __init__(self, patterns: dict[str, str], *, case_sensitive=(), size=8):
+    def __init__(self, patterns: dict[str, str], *, case_sensitive=(), size=16):
         self.case_sensitive = frozenset(case_sensitive)
         self.patterns = {name: re.compile(p) for name, p in patterns.items()}
         names = list(patterns)
@@ -971,7 +971,7 @@ FIELDS = ("trigger", "directive")
 # Verdict thresholds on the combined score (semantic and signature, never token-F1),
 # set on the dev split of lifecycle/data/extraction_eval.jsonl and checked on its held-out
 # split; bench/bench_extraction.py prints both.
-MATCH_AT = 0.32
+MATCH_AT = 0.30
 PARTIAL_AT = 0.26
 # A trigger whose atoms conflict, or a directive that gives the opposite advice, is a
 # different rule however close the words: the score is scaled below PARTIAL_AT.
@@ -1064,6 +1064,7 @@ def _compare_one(
         semantic["directive"],
         agreement,
         trigger_changed=changed["trigger"],
+        directive_changed=changed["directive"],
         doubts=len(soft),
         conflict=bool(conflicts),
     )
@@ -1089,6 +1090,7 @@ def _score(
     agreement: float,
     *,
     trigger_changed: float,
+    directive_changed: float,
     doubts: int,
     conflict: bool,
 ) -> float:
@@ -1105,7 +1107,11 @@ def _score(
     atom_weight = _ATOM_WEIGHT * trigger_changed
     trigger = (1 - atom_weight) * trigger_sem + atom_weight * agreement
     directive = directive_sem * (_DOUBT_FACTOR**doubts)
-    score = (1 - _MIN_WEIGHT) * (trigger + directive) / 2 + _MIN_WEIGHT * min(trigger, directive)
+    # A field copied word for word proves nothing about the other one (a wrong extraction
+    # often keeps the trigger and changes the advice): fields weigh by how much they changed.
+    weight_t, weight_d = max(trigger_changed, 0.1), max(directive_changed, 0.1)
+    mean = (weight_t * trigger + weight_d * directive) / (weight_t + weight_d)
+    score = (1 - _MIN_WEIGHT) * mean + _MIN_WEIGHT * min(trigger, directive)
     # A conflict sends the pair below every unconflicted one, keeping its order.
     return score * _CONFLICT_SCALE if conflict else score
 

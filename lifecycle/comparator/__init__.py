@@ -152,10 +152,14 @@ class StaticEmbedder:
         """One unit vector per text (a zero vector for a text with no known piece)."""
         np = _numpy()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            ids = self.piece_ids(text)
-            if ids:
-                out[row] = self.matrix[ids].mean(axis=0)
+        ids_per_text = [self.piece_ids(text) for text in texts]
+        rows = [i for i, ids in enumerate(ids_per_text) if ids]
+        if rows:
+            # One gather and one segmented sum for the whole batch: per-text numpy calls
+            # cost more than the arithmetic for texts this short.
+            flat = np.fromiter((p for i in rows for p in ids_per_text[i]), dtype=np.int64)
+            starts = np.cumsum([0] + [len(ids_per_text[i]) for i in rows[:-1]])
+            out[rows] = np.add.reduceat(self.matrix[flat], starts, axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
