@@ -193,6 +193,8 @@ class Rule(models.Model):
         ordering = ["recorded_at", "id"]
         indexes = [
             models.Index(fields=["state", "recorded_at", "id"], name="rule_state_queue"),
+            # The rules table's default order (newest first) without sorting every rule.
+            models.Index(fields=["recorded_at", "id"], name="rule_recorded"),
             models.Index(fields=["scope", "state"], name="rule_scope_state"),
             models.Index(fields=["content_hash"], name="rule_content_hash"),
         ]
