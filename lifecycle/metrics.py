@@ -41,3 +41,14 @@ def load_registry() -> Registry:
             for m in MetricDefinition.objects.all()
         }
     )
+
+
+def seed_default_metrics(model, *, using: str = "default") -> None:
+    """Insert the registry of settings.CAUTERWEB_DEFAULT_METRICS where missing (SPEC §1)."""
+    from django.conf import settings
+
+    for name, tier, higher_is_better, aliases in settings.CAUTERWEB_DEFAULT_METRICS:
+        model.objects.using(using).get_or_create(
+            name=name,
+            defaults={"tier": tier, "higher_is_better": higher_is_better, "aliases": aliases},
+        )

@@ -34,6 +34,24 @@ def pytest_runtest_setup(item):
     pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True)
+def _tasks_run_in_process(request):
+    """Kicked rounds run inline, as on the embedded default, even when CI configures a broker:
+    only tests marked `redis` talk to real workers, and a test must not leave tasks queued for
+    them to pick up later against another test's data."""
+    if request.node.get_closest_marker("redis"):
+        yield
+        return
+    from cauterweb.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = previous
+
+
 @pytest.fixture
 def engine() -> Actor:
     return Actor.engine()

@@ -1,17 +1,15 @@
 """Seed the metric registry (SPEC §1) from settings, and make the journal append-only in
 PostgreSQL itself (SPEC §10), so not even raw SQL can rewrite history."""
 
-from django.conf import settings
 from django.db import migrations
 
 
 def seed_metrics(apps, schema_editor):
-    MetricDefinition = apps.get_model("lifecycle", "MetricDefinition")
-    for name, tier, higher_is_better, aliases in settings.CAUTERWEB_DEFAULT_METRICS:
-        MetricDefinition.objects.get_or_create(
-            name=name,
-            defaults={"tier": tier, "higher_is_better": higher_is_better, "aliases": aliases},
-        )
+    from lifecycle.metrics import seed_default_metrics
+
+    seed_default_metrics(
+        apps.get_model("lifecycle", "MetricDefinition"), using=schema_editor.connection.alias
+    )
 
 
 GUARD_SQL = """
