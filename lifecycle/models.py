@@ -303,7 +303,7 @@ class JournalEvent(models.Model):
         indexes = [
             models.Index(fields=["rule", "at", "id"], name="journal_rule_at"),
             models.Index(fields=["type", "at"], name="journal_type_at"),
-            models.Index(fields=["round_id", "id"], name="journal_round"),
+            models.Index(fields=["round_id", "at", "id"], name="journal_round"),
             models.Index(fields=["at", "id"], name="journal_at"),
         ]
         constraints = [
