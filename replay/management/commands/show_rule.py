@@ -53,10 +53,12 @@ class Command(JsonCommand):
                 "evidence": latest.evidence,
             },
         }
-        state = rule.state + (f" — {rule.pending_text}" if rule.pending_text else "")
+        state = rule.state + (
+            f" — {rule.pending_reason or rule.pending_text}" if rule.pending_text else ""
+        )
         human = [
             f"{rule.id} [{rule.scope}] {state}",
-            f"  when {rule.trigger} → {rule.directive}",
+            f"  {rule.trigger} → {rule.directive}",
             f"  replay attempts {rule.replay_attempts}; validator {rule.last_validator or '-'}",
             f"  trial: {enrolled} enrolled, {breached} breached, {read} read it; "
             f"baseline {rule.baseline_rate:.2f}",
