@@ -1,19 +1,19 @@
 """The offline semantic model behind extraction accuracy (SPEC §12).
 
-A static word-piece embedding distilled from sentence-transformers/all-MiniLM-L6-v2
-(Apache-2.0): every vocabulary entry was run once through the transformer, the
-vectors reduced with PCA and down-weighted by frequency (model2vec's recipe), and
-shipped here as a float16 matrix. A sentence is the mean of its pieces' vectors.
+A static word-piece embedding from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0):
+the model's input word-piece table, reduced with PCA and down-weighted by frequency
+(model2vec's weighting), shipped here as a float16 matrix. A sentence is the mean of its
+pieces' vectors. `build.py` rebuilds it, and can also distil the table through the
+transformer (model2vec's recipe); README.md beside this file has the measured figures of
+both and of the other candidates.
 
-Why static and not the transformer itself: 2 CPU cores give the full MiniLM
-about 55 sentences/s under numpy, i.e. ~14 rule pairs/s (4 texts a pair), far
-from the ≥ 300 pairs/s the dashboard and `compare_rules --pairs` need; the static
-table does thousands. Why shipped in the repo: no PyPI package carries a torch-free
-MiniLM-family static model, and nothing may be downloaded at run time. The only
-runtime dependency is numpy; tokenisation is BERT's own uncased WordPiece, written
-out below so that no Rust tokenizer (and its hub client) comes along.
-
-`build.py` beside this file rebuilds the table from the MiniLM weights.
+Why static and not the transformer itself: 2 CPU cores give the full MiniLM about 55
+sentences/s under numpy, i.e. ~14 rule pairs/s (4 texts a pair), far from the ≥ 300
+pairs/s that the dashboard and `compare_rules --pairs` need. Why shipped in the repo: no
+PyPI package carries a torch-free MiniLM-family static model, and nothing may be
+downloaded at run time. The only runtime dependency is numpy; tokenisation is BERT's own
+uncased WordPiece, written out below so that no Rust tokenizer (and its hub client)
+comes along.
 """
 
 from __future__ import annotations
