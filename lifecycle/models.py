@@ -128,13 +128,27 @@ class RuleState(models.TextChoices):
 class PendingReason(models.TextChoices):
     """The closed set of SPEC §10. Empty means "not yet attempted"."""
 
-    TRIAL_IN_PROGRESS = "trial_in_progress"
-    NO_MATCHING_REPLAYABLE_CASE = "no_matching_replayable_case"
-    REPLAY_INCONCLUSIVE = "replay_inconclusive"
-    CANDIDATE_NOT_EXERCISED = "candidate_not_exercised"
-    ENV_WAIT_TIMEOUT = "env_wait_timeout"
-    ROUND_BUDGET_EXHAUSTED = "round_budget_exhausted"
-
+    TRIAL_IN_PROGRESS = "trial_in_progress", "forward trial in progress: waiting for sessions"
+    NO_MATCHING_REPLAYABLE_CASE = (
+        "no_matching_replayable_case",
+        "no replayable failing case matches its signature",
+    )
+    REPLAY_INCONCLUSIVE = (
+        "replay_inconclusive",
+        "replay inconclusive: the backend failed, timed out or scored no shared metric",
+    )
+    CANDIDATE_NOT_EXERCISED = (
+        "candidate_not_exercised",
+        "not exercised: the replayed agent never read the candidate",
+    )
+    ENV_WAIT_TIMEOUT = (
+        "env_wait_timeout",
+        "the replay environment never signalled that execution started",
+    )
+    ROUND_BUDGET_EXHAUSTED = (
+        "round_budget_exhausted",
+        "the round's time budget ran out before this candidate; the trial cannot decide yet",
+    )
 
 class AuthorKind(models.TextChoices):
     AGENT = "agent"

@@ -17,6 +17,11 @@ from lifecycle.states import Actor
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def pytest_configure(config):
+    # Password hashing is deliberately slow; tests that create users need none of that.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def _missing_service(item) -> str:
     if item.get_closest_marker("postgres") and connection.vendor != "postgresql":
         return "needs PostgreSQL: set DATABASE_URL=postgres://…"

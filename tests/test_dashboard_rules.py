@@ -512,7 +512,7 @@ def test_the_overview_counts_states_and_pending_reasons(viewer_client):
     assert response.context["counts"] == {"candidate": 3, "active": 1, "retired": 0}
     assert response.context["pending"] == [
         ("not_attempted", "not yet attempted", 2),
-        ("trial_in_progress", "Trial In Progress", 1),
+        ("trial_in_progress", "forward trial in progress: waiting for sessions", 1),
     ]
     body = response.content.decode()
     assert "data-plotly=" in body
