@@ -238,7 +238,9 @@ def test_a_never_attempted_candidate_says_not_yet_attempted(viewer_client, scori
     body = viewer_client.get(reverse("rule-detail", args=["R-NEW"])).content.decode()
     assert '<span id="pending-text">not yet attempted</span>' in body
     body = viewer_client.get(reverse("rule-detail", args=["R-WAIT"])).content.decode()
-    assert '<span id="pending-text">No Matching Replayable Case</span>' in body
+    assert (
+        '<span id="pending-text">no replayable failing case matches its signature</span>' in body
+    )
 
 
 def test_the_rule_page_shows_fields_and_signature_atoms(viewer_client, scoring):
