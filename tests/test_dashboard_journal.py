@@ -204,6 +204,8 @@ def test_the_page_query_orders_by_the_index_and_never_counts_or_offsets(many_eve
     sql = query["sql"].upper()
     assert "COUNT(" not in sql and "OFFSET" not in sql
     assert 'ORDER BY "LIFECYCLE_JOURNALEVENT"."AT" DESC, "LIFECYCLE_JOURNALEVENT"."ID" DESC' in sql
+    # The plain bound the index range starts from; the (at, id) OR alone gives the planner none.
+    assert '"LIFECYCLE_JOURNALEVENT"."AT" <=' in sql
 
 
 def test_a_cursor_round_trips():
