@@ -354,7 +354,11 @@ def rules_decide(
     # No savepoint when nested: the caller's transaction is the unit, and a round writes
     # many small batches.
     with transaction.atomic(savepoint=False):
-        rules = Rule.objects.select_for_update().in_bulk([d.rule_id for d in decisions])
+        rules = (
+            Rule.objects.select_for_update()
+            .only("id", "state", "last_validator")
+            .in_bulk([d.rule_id for d in decisions])
+        )
         moved, events = [], []
         for decision in decisions:
             rule = rules.get(decision.rule_id)

@@ -311,17 +311,22 @@ def _write(state: _Round) -> None:
     now = timezone.now()
     round_id = state.row.pk
     with transaction.atomic():
-        live = Rule.objects.select_for_update().in_bulk([o.rule.id for o in outcomes])
+        live = {
+            rid: (rule_state, attempts)
+            for rid, rule_state, attempts in Rule.objects.select_for_update()
+            .filter(pk__in=[o.rule.id for o in outcomes])
+            .values_list("id", "state", "replay_attempts")
+        }
         keep, events, decisions = [], [], []
         # What the replays read is a fact of their sessions, kept even for a skipped rule.
         reads = [read for o in outcomes for read in o.reads]
         for o in outcomes:
-            rule = live.get(o.rule.id)
-            if rule is None or rule.state != RuleState.CANDIDATE:
+            rule_state, attempts = live.get(o.rule.id, (None, 0))
+            if rule_state != RuleState.CANDIDATE:
                 o.result = "skipped"
                 continue
             pending = o.verdict.outcome == "pending"
-            keep.append(rule.id)
+            keep.append(o.rule.id)
             o.result = o.verdict.outcome
             trial_figures = o.trial.evidence()
             events.append(_journal("validation_candidate_started", o, round_id, o.at, o.started))
@@ -340,14 +345,14 @@ def _write(state: _Round) -> None:
                         "reason": o.verdict.reason,
                         "pending_reason": o.verdict.pending_reason or None,
                         "round_budget_exhausted": o.over,
-                        "details": _details(o, rule.replay_attempts + int(o.replay is not None)),
+                        "details": _details(o, attempts + int(o.replay is not None)),
                     },
                 )
             )
             if not pending:
                 decisions.append(
                     Decision(
-                        rule_id=rule.id,
+                        rule_id=o.rule.id,
                         action=Action.PROMOTE if o.verdict.outcome == "promote" else Action.RETIRE,
                         reason=o.verdict.reason,
                         validator=o.verdict.validator,
