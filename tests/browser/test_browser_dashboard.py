@@ -259,3 +259,22 @@ def test_the_pages_fit_a_phone_width_screen(signed_in, shot, path):
     shot(f"phone {path}")
     # Wide tables scroll inside their own box; the page itself never scrolls sideways.
     assert overflow <= 1, f"{path} is {overflow}px wider than the screen"
+
+
+NAVIGATION = ["Overview", "Rules", "Rounds", "Corpus", "Scopes", "Journal", "Packs", "Charts"]
+
+
+def test_every_page_is_reachable_from_the_navigation_and_shows_demo_data(signed_in, shot):
+    page = signed_in
+    page.goto("/")
+    for name in NAVIGATION:
+        page.get_by_role("navigation", name="Main").get_by_role("link", name=name).click()
+        expect(page.locator("h1")).to_be_visible()
+        expect(page.get_by_role("link", name=name, exact=True)).to_have_attribute(
+            "aria-current", "page"
+        )
+        # Demo data, not an empty state: every page names a demo rule, case or scope.
+        expect(page.locator("main")).to_contain_text(re.compile(r"C-0\d\d|F-0\d\d|git"))
+        for chart in page.locator("[data-plotly]").all():
+            expect(chart).to_have_attribute("data-plotly-rendered", "true")
+        shot(f"nav {name}")
