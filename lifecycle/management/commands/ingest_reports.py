@@ -1,6 +1,7 @@
 from lifecycle.corpus import ImportRejected, read_jsonl
 from lifecycle.intake import ingest_reports
 from lifecycle.management.base import JsonCommand, open_lines
+from replay.kick import kicks_deferred
 
 
 class Command(JsonCommand):
@@ -11,7 +12,8 @@ class Command(JsonCommand):
         parser.add_argument("file", help="JSON Lines file, or - for stdin")
 
     def handle(self, *args, **options):
-        with open_lines(options["file"]) as lines:
+        # One round for the whole file, not one per report (SPEC §9.1).
+        with open_lines(options["file"]) as lines, kicks_deferred():
             try:
                 result = ingest_reports(read_jsonl(lines), actor="cli")
             except ImportRejected as exc:

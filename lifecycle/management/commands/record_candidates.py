@@ -2,6 +2,7 @@ from lifecycle.corpus import ImportRejected, read_jsonl
 from lifecycle.intake import record_candidates
 from lifecycle.management.base import JsonCommand, open_lines
 from lifecycle.states import Actor
+from replay.kick import kicks_deferred
 
 
 class Command(JsonCommand):
@@ -17,7 +18,8 @@ class Command(JsonCommand):
         )
 
     def handle(self, *args, **options):
-        with open_lines(options["file"]) as lines:
+        # One round for the whole file, not one per candidate (SPEC §9.1).
+        with open_lines(options["file"]) as lines, kicks_deferred():
             try:
                 result, _ = record_candidates(
                     read_jsonl(lines), actor=Actor.extractor(options["author"])
