@@ -149,13 +149,11 @@ def test_a_bad_candidate_file_exits_non_zero_with_json_errors(tmp_path, capsys):
     assert document["errors"][0]["field"] == "signature"
 
 
-def test_a_candidate_file_kicks_one_round_not_one_per_line(
-    tmp_path, django_capture_on_commit_callbacks
-):
+@pytest.mark.django_db(transaction=True)
+def test_a_candidate_file_kicks_one_round_not_one_per_line(tmp_path):
     # SPEC §9.1: each new candidate asks for a round; a file of them asks once.
     path = tmp_path / "candidates.jsonl"
     path.write_text("".join(jsonl(*({**GOOD, "id": f"C-{i}"} for i in range(3)))))
-    with django_capture_on_commit_callbacks(execute=True):
-        call_command("record_candidates", str(path))
+    call_command("record_candidates", str(path))
     assert JournalEvent.objects.filter(type="validation_round_started").count() == 1
     assert Rule.objects.count() == 3
