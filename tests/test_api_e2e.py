@@ -69,7 +69,11 @@ def harness(live_server, settings):
     settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS = 3
     printed = io.StringIO()
     call_command("create_token", "e2e-harness", "--role", "agent", "--json", stdout=printed)
-    return Harness(live_server.url, json.loads(printed.getvalue())["token"])
+    harness = Harness(live_server.url, json.loads(printed.getvalue())["token"])
+    yield harness
+    # A kept-alive connection would hold a server thread (and its database connection) past
+    # the end of the test.
+    harness.http.close()
 
 
 def test_a_harness_sees_its_candidate_promoted_over_http_only(harness):

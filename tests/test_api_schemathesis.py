@@ -18,6 +18,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from lifecycle.schemas import JSONL_TYPES
 from lifecycle.tokens import token_create
 
 from .factories import candidate
@@ -29,6 +30,9 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
+
+# JSON Lines bodies are documented as text; send them as text so they are fuzzed too.
+schemathesis.serializer.alias(list(JSONL_TYPES), "text/plain")
 
 # The /replay/ operations serve replay harnesses with HMAC-signed one-time tokens, not API
 # tokens; the engine's tests cover them.
