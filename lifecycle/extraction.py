@@ -195,7 +195,9 @@ _ERRORS: dict[str, str] = {
         r"unique (?:constraint|violation|key)|duplicate key|collides? with an existing|integrityerror"
     ),
     "foreign_key_violation": r"foreign key",
-    "port_in_use": r"port[^.;]{0,25}(?:already allocated|in use|taken)|eaddrinuse|address already in use",
+    "port_in_use": (
+        r"port[^.;]{0,25}(?:already allocated|in use|taken)|eaddrinuse|address (?:already )?in use"
+    ),
     "deadlock": r"deadlock",
     "serialization_failure": r"serializ(?:ation|able) failure|could not serialize",
     "locked": (
@@ -262,7 +264,7 @@ _ERRORS: dict[str, str] = {
     "borrow_error": r"borrow of moved|moved value|borrow checker",
     "undefined_symbol": r"undefined:|undefined (?:symbol|reference|name)|nameerror",
     "dependency_conflict": (
-        r"resolutionimpossible|\beresolve\b|unable to resolve dependency|conflicting (?:versions|"
+        r"resolution ?impossible|\beresolve\b|unable to resolve dependency|conflicting (?:versions|"
         r"dependenc|peer)|cannot (?:be )?satisf|version constraints|peer dependenc|dependency (?:graph|"
         r"tree)"
     ),
@@ -286,7 +288,7 @@ _ERRORS: dict[str, str] = {
         r"(?:uncommitted|local) (?:changes|edits|modifications)|would be (?:overwritten|lost)"
     ),
     "crash_loop": r"crashloopbackoff|keeps? (?:on )?restarting|restart(?:s|ing)? (?:loop|repeatedly)",
-    "image_pull_failed": r"imagepullbackoff|errimagepull|(?:cannot|can't|fails? to) pull (?:its |the )?image",
+    "image_pull_failed": r"image ?pull ?back ?off|err ?image ?pull|(?:cannot|can't|fails? to) pull (?:its |the )?image",
     "unschedulable": r"unschedulable|stays? pending|stuck in pending|(?:cannot|can't) (?:place|schedule)",
     "evicted": r"\bevict",
     "probe_failed": r"\bprobe\b",
@@ -639,8 +641,9 @@ _NEGATION = r"(?:never|not|don't|do not|avoid|without|instead of|rather than|no 
 # stances on the same family give opposite advice, whatever words they share.
 _STANCES: dict[str, str] = {
     "retry_now": (
-        r"retry (?:it )?(?:immediately|right away|at once|straight away)|immediately retry|tight loop"
-        r"|hammer|parallel retries|retry (?:in a loop|continuously|until it)|keep retrying"
+        r"retr(?:y|ies|ying)\b(?:\s+[a-z-]+){0,3}?\s+(?:immediately|right away|at once|straight away"
+        r"|in a (?:tight )?loop|continuously|until it)|(?:immediately|instantly) retry|tight loop"
+        r"|hammer|parallel retries|keep retrying"
     ),
     "backoff": (
         r"back ?(?:s )?off|\bwait(?:s|ing)?\b|\bdelay\b|\bsleep\b|\bpause\b|slow down|throttl|"
@@ -703,7 +706,7 @@ _VERB_CLASSES: dict[str, str] = {
     "wait": r"wait|sleep|pause|back ?off|delay|hold off|let \w+ (?:finish|complete)|poll",
     "check": (
         r"check|verify|confirm|inspect|look (?:at|up|for)|read|examine|review|make sure|ensure|"
-        r"see|find|investigate|validate|compare|test"
+        r"see|find|search|locate|grep|investigate|validate|compare|test"
     ),
     "add": r"add|install|create|make (?:a|an|new)|generate|put|attach|register|grant|define|set up|provision|include",
     "remove": r"remove|delete|drop|discard|uninstall|clean|clear|purge|wipe|prune|free|strip|unset|revoke",
@@ -719,6 +722,7 @@ _VERB_CLASSES: dict[str, str] = {
     "isolate": r"isolate|mock|stub|fake|freeze|sandbox|separate|split|chunk|batch|stream",
     "merge": r"merge|rebase|integrate|pull|fetch|sync",
     "send": r"push|publish|upload|deploy|release|send|return|respond|acknowledge",
+    "expose": r"map|expose|publish|forward|bind|open (?:the |a )?port",
 }
 _VERB_LEXICON = _Lexicon({k: rf"\b(?:{v})\b" for k, v in _VERB_CLASSES.items()})
 
@@ -891,6 +895,10 @@ _STOP = frozenset(
         "using",
     ]
 )
+# Words that open or link a condition: "if" for "when" swaps no key term.
+_CONNECTIVES = frozenset(
+    ["when", "whenever", "if", "once", "while", "because", "since", "as", "so", "then"]
+)
 
 
 def _content(text: str) -> set[str]:
@@ -1044,7 +1052,7 @@ def _compare_one(
     exp_trigger, ext_trigger = _text(expected, "trigger"), _text(extracted, "trigger")
     expected_atoms = _trigger_atoms(exp_trigger)
     agreement, atom_conflicts = signature_agreement(expected_atoms, _trigger_atoms(ext_trigger))
-    declared = _failure_mode(signature or [])
+    declared = _declared_atoms(signature or [])
     if declared:
         # The candidate's own signature is what the matcher will fire on (SPEC §11): it
         # must agree with the expected trigger as much as the extracted prose does.
@@ -1152,7 +1160,7 @@ def _key_term_swapped(expected: str, extracted: str, embedder) -> str | None:
     if total == 0 or kept / total < _SWAP_MIN_KEPT:
         return None
     for gone, came in _change_blocks(expected, extracted):
-        old, new = _content(gone), _content(came)
+        old, new = _content(gone) - _CONNECTIVES, _content(came) - _CONNECTIVES
         if not old or not new or _related(old, new):
             continue
         if _trigger_atoms(gone) and _trigger_atoms(gone) == _trigger_atoms(came):
@@ -1164,10 +1172,40 @@ def _key_term_swapped(expected: str, extracted: str, embedder) -> str | None:
 
 
 def _related(old: set[str], new: set[str]) -> bool:
-    # "retry"/"retries", "config"/"configuration": a shared stem is the same term.
+    """Same term in other words: a shared stem ("holding"/"holds", "config"/"configuration"),
+    the same act ("verify"/"confirm"), or a stand-in pronoun ("packages"/"anything")."""
+    if old <= _PRONOUNS or new <= _PRONOUNS:
+        return True
+    if _verb_classes(" ".join(old)) & _verb_classes(" ".join(new)):
+        return True
+    stems_old, stems_new = {_stem(w) for w in old}, {_stem(w) for w in new}
     return any(
-        a[:5] == b[:5] or a in b or b in a for a in old for b in new if min(len(a), len(b)) >= 3
+        a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
+        for a in stems_old
+        for b in stems_new
     )
+
+
+_PRONOUNS = frozenset(
+    [
+        "anything",
+        "something",
+        "everything",
+        "nothing",
+        "whatever",
+        "whichever",
+        "everyone",
+        "someone",
+        "one",
+        "ones",
+    ]
+)
+_SUFFIX = re.compile(r"(?:ations?|ing|ed|es|s|er|ers|ion|ions|ment|ments|ly)$")
+
+
+def _stem(word: str) -> str:
+    stemmed = _SUFFIX.sub("", word)
+    return stemmed if len(stemmed) >= 3 else word
 
 
 # Share of content words kept for a change to count as a swap rather than a rewording,
@@ -1176,9 +1214,34 @@ _SWAP_MIN_KEPT = 0.4
 _SWAP_SYNONYM_COS = 0.8
 
 
-def _failure_mode(atoms: Iterable[str]) -> set[str]:
-    # Notice atoms (breach:/stall:/regression:) say which metric suffered, not what failed.
-    return {a for a in atoms if _atom_key(a) not in {"breach", "stall", "regression"}}
+def _declared_atoms(atoms: Iterable[str]) -> frozenset[str]:
+    """A candidate's own signature, read into this module's vocabulary.
+
+    Signatures are free-form (`error:http_429`, `error:file_not_found`, `tool:kubectl`):
+    each value is read as prose, so `error:http_429` counts as `status:429` and
+    `error:rate_limited`. An atom that reads as nothing known is left out rather than
+    set against the prose atoms: an unknown name is not a different failure. Notice
+    atoms (breach:/stall:/regression:) say which metric suffered, not what failed.
+    """
+    out: set[str] = set()
+    for atom in atoms:
+        key, _, value = atom.partition(":")
+        if key in {"breach", "stall", "regression"} or not value:
+            continue
+        prose = re.sub(r"[_.:/-]+", " ", value)
+        if key == "tool":
+            out.update(f"tool:{t}" for t in _TOOL_LEXICON.found(prose))
+        elif key == "action":
+            verb = prose.split()[-1]
+            known = [v for v in _ACTION_LEXICON.found(verb) if _COMPILED_ACTIONS[v].fullmatch(verb)]
+            out.update(f"action:{v}" for v in known)
+        else:
+            out.update(
+                a
+                for a in _trigger_atoms(prose)
+                if _atom_key(a) in {"error", "status", "exit", "code"}
+            )
+    return frozenset(out)
 
 
 def _why(verdict: str, conflicts: list[str], sem: float, agreement: float) -> str:
