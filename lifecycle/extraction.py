@@ -778,10 +778,15 @@ def _stance_findings(expected: str, extracted: str) -> tuple[list[str], list[str
     va, vb = _verb_classes(expected), _verb_classes(extracted)
     if va and vb and not va & vb:
         soft.append(f"different acts: {', '.join(sorted(va))} vs {', '.join(sorted(vb))}")
-    ta, tb = set(_TOOL_LEXICON.found(expected)), set(_TOOL_LEXICON.found(extracted))
+    ta, tb = _tools_named(expected), _tools_named(extracted)
     if ta and tb and not ta & tb:
         soft.append(f"different tools: {', '.join(sorted(ta))} vs {', '.join(sorted(tb))}")
     return hard, soft
+
+
+@lru_cache(maxsize=8192)
+def _tools_named(text: str) -> frozenset[str]:
+    return frozenset(_TOOL_LEXICON.found(text))
 
 
 @lru_cache(maxsize=8192)
@@ -804,11 +809,14 @@ def _negation_only_difference(expected: str, extracted: str) -> bool:
     return bool(words) and all(w.strip(".,;:!?") in _NEGATIONS for w in words)
 
 
+_PREFERENCE_CUE = re.compile(r"instead of|rather than|in place of", re.I)
 _PREFERENCE = re.compile(r"(.+?)\s+(?:instead of|rather than|in place of)\s+(.+)", re.I)
 
 
 def _preference_swapped(expected: str, extracted: str) -> str | None:
     """ "use IS NULL instead of = NULL" against "use = NULL instead of IS NULL"."""
+    if not (_PREFERENCE_CUE.search(expected) and _PREFERENCE_CUE.search(extracted)):
+        return None  # cheap test first: the lazy pattern below backtracks over the text
     ma, mb = _PREFERENCE.search(expected), _PREFERENCE.search(extracted)
     if not ma or not mb:
         return None
