@@ -11,10 +11,17 @@ authentication denied"). The verdict instead weighs three kinds of evidence:
   `error:non_fast_forward`, `status:429`) compared as atoms (SPEC §1, §11): a conflicting
   error class, status code, action or tool is strong evidence of a different rule;
 - stance cues read from the directive (back off vs retry at once, a bypass such as
-  `--no-verify` or `verify=False`, raise vs lower, enable vs disable, negation);
+  `--no-verify` or `verify=False`, raise vs lower, enable vs disable, negation, swapped
+  preference or order) and the acts its verbs name (stash vs discard);
+- a key term swapped in an otherwise verbatim sentence ("connection refused" for
+  "connection timed out"), unless the two terms are synonyms, share a stem or name the
+  same atoms;
 - a semantic score from an offline embedding model (`lifecycle.comparator`), taken
-  over the whole text and over the words the two texts do *not* share — the part where
-  a same-words-other-meaning pair hides its difference.
+  mostly over the words the two texts do *not* share — the part where a
+  same-words-other-meaning pair hides its difference.
+
+Every constant below was set on the dev split of lifecycle/data/extraction_eval.jsonl;
+bench/bench_extraction.py prints the figures on dev and on the held-out split.
 """
 
 from __future__ import annotations
