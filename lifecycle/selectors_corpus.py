@@ -3,6 +3,7 @@ corpus size: filters are indexed lookups, the list is paginated in the database,
 matching a trajectory are decided by the one SPEC §11 match function over one read of the rules.
 """
 
+from collections import Counter
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
@@ -24,6 +25,7 @@ CORPUS_FILTER_KEYS = ("kind", "corpus", "atom", "has_expected_rule", "q")
 _YES, _NO = {"yes", "true", "1"}, {"no", "false", "0"}
 MAX_QUERY_LENGTH = 200
 MAX_ATOMS = 10
+MATCHING_SHOWN = 50
 
 
 def clean_corpus_filters(params) -> dict:
@@ -103,37 +105,62 @@ def metric_rows(metrics: dict, registry: Registry) -> list[MetricRow]:
     return sorted(rows, key=lambda r: (r.tier is None, r.tier or 0, r.name))
 
 
+@dataclass(frozen=True)
+class RuleAtoms:
+    """What matching needs of a rule: read as plain values, not model instances, because a
+    common signature is shared by thousands of rules."""
+
+    id: str
+    state: str
+    metric: str
+    signature: list[str]
+
+
 def rules_matching_atoms(
-    trajectory_atoms: frozenset[str], rules: list[Rule], registry: Registry
-) -> list[Rule]:
+    trajectory_atoms: frozenset[str], rules: list[RuleAtoms], registry: Registry
+) -> list[RuleAtoms]:
     """The rules that fire on a trajectory with these atoms, by the SPEC §11 signature match;
     never by shared words."""
-    return [
-        rule
-        for rule in rules
+    families: dict[str, frozenset[str]] = {}
+    matching = []
+    for rule in rules:
+        if rule.metric and rule.metric not in families:
+            families[rule.metric] = registry.family(rule.metric)
         if rule_matches(
-            rule_signature=list(rule.signature),
+            rule_signature=rule.signature,
             rule_metric=rule.metric,
             trajectory_atoms=trajectory_atoms,
-            family=registry.family(rule.metric) if rule.metric else frozenset(),
-        )
-    ]
+            family=families.get(rule.metric, frozenset()),
+        ):
+            matching.append(rule)
+    return matching
 
 
 def trajectory_detail(trajectory: Trajectory) -> dict:
-    """Everything the trajectory page shows: two queries (registry, rules)."""
+    """Everything the trajectory page shows, in four queries whatever the number of rules:
+    the registry, every rule's atoms, the rules listed, the rules extracted from this case."""
     registry = load_registry()
     trajectory_atoms = frozenset(trajectory.signature) | frozenset(trajectory.notices)
-    rules = list(
-        Rule.objects.only(
-            "id", "trigger", "state", "scope", "metric", "signature", "source_case"
-        ).order_by("state", "id")
-    )
+    everything = [
+        RuleAtoms(*row)
+        for row in Rule.objects.order_by("state", "id").values_list(
+            "id", "state", "metric", "signature"
+        )
+    ]
+    matching = rules_matching_atoms(trajectory_atoms, everything, registry)
+    # Active rules first (state, then id); a common signature can match thousands of rules,
+    # so the page lists the first ones and counts the rest.
+    shown = [r.id for r in matching[:MATCHING_SHOWN]]
+    listed = Rule.objects.only("id", "trigger", "state", "scope", "signature").in_bulk(shown)
     return {
         "trajectory": trajectory,
         "metrics": metric_rows(trajectory.metrics, registry),
-        "matching_rules": rules_matching_atoms(trajectory_atoms, rules, registry),
-        "extracted_from_here": [r for r in rules if r.source_case == trajectory.id],
+        "matching_rules": [listed[rule_id] for rule_id in shown],
+        "matching_count": len(matching),
+        "matching_by_state": Counter(r.state for r in matching),
+        "extracted_from_here": list(
+            Rule.objects.filter(source_case=trajectory.id).only("id", "state").order_by("id")
+        ),
     }
 
 

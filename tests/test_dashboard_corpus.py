@@ -312,3 +312,14 @@ def test_the_scopes_page_is_one_query_whatever_the_number_of_scopes(viewer_clien
         candidate(f"R-S{i}", scope=f"repo:s{i}", trigger=f"when {i}", directive=f"do {i}")
     assert queries() == small
     assert Rule.objects.values("scope").distinct().count() == 22
+
+
+def test_a_signature_matching_many_rules_lists_the_first_ones_and_counts_all(viewer_client, corpus):
+    for i in range(60):
+        candidate(f"R-{i:03d}", trigger=f"when push {i} fails", signature=["action:git.push"])
+    response = viewer_client.get(reverse("trajectory-detail", args=["F-001"]))
+    assert len(response.context["matching_rules"]) == selectors_corpus.MATCHING_SHOWN
+    assert response.context["matching_count"] == 60
+    assert "60 rules match: 0 active, 60 candidates, 0 retired. The first 50 are listed." in (
+        response.content.decode()
+    )
