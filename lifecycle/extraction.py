@@ -38,8 +38,9 @@ from functools import lru_cache
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
-def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower())
+@lru_cache(maxsize=16384)
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(_TOKEN.findall(text.lower()))
 
 
 def token_f1(a: str, b: str) -> float:
@@ -916,8 +917,9 @@ _CONNECTIVES = frozenset(
 )
 
 
-def _content(text: str) -> set[str]:
-    return {t for t in _tokens(text) if t not in _STOP}
+@lru_cache(maxsize=16384)
+def _content(text: str) -> frozenset[str]:
+    return frozenset(t for t in _tokens(text) if t not in _STOP)
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
