@@ -329,9 +329,13 @@ def get_rules(request, query: Query[RuleQuery]):
         at_raw, rule_id = decode_cursor(query.cursor, 2)
         at = _cursor_time(at_raw)
         if query.order.startswith("-"):
-            rules = rules.filter(Q(recorded_at__lt=at) | Q(recorded_at=at, id__lt=rule_id))
+            rules = rules.filter(
+                Q(recorded_at__lt=at) | Q(recorded_at=at, id__lt=rule_id), recorded_at__lte=at
+            )
         else:
-            rules = rules.filter(Q(recorded_at__gt=at) | Q(recorded_at=at, id__gt=rule_id))
+            rules = rules.filter(
+                Q(recorded_at__gt=at) | Q(recorded_at=at, id__gt=rule_id), recorded_at__gte=at
+            )
     rows, next_cursor = _page(
         list(rules[: query.limit + 1]),
         query.limit,
@@ -456,7 +460,9 @@ def get_journal(request, query: Query[JournalQuery]):
         if not isinstance(event_id, int):
             raise ApiError(400, "invalid cursor", [{"loc": ["query", "cursor"], "msg": "invalid"}])
         at = _cursor_time(at_raw)
-        events = events.filter(Q(at__gt=at) | Q(at=at, id__gt=event_id))
+        # The plain lower bound lets the planner range-scan the (at, id) index; the OR alone
+        # makes it filter from the oldest event on.
+        events = events.filter(Q(at__gt=at) | Q(at=at, id__gt=event_id), at__gte=at)
     rows, next_cursor = _page(
         list(events[: query.limit + 1]), query.limit, lambda e: [e.at.isoformat(), e.id]
     )

@@ -90,6 +90,12 @@ def test_htmx_and_plotly_come_from_our_static_files_with_csrf_on_body(viewer_cli
     assert 'hx-headers=\'{"X-CSRFToken": "' in body
 
 
+def test_only_pages_with_charts_load_plotly(viewer_client):
+    # Plotly's script is 4.8 MB: the rules table has no chart and must not pay for one.
+    assert "plotly.min.js" in viewer_client.get(reverse("charts")).content.decode()
+    assert "plotly.min.js" not in viewer_client.get(reverse("rule-list")).content.decode()
+
+
 # --- Rules table -------------------------------------------------------------------------------
 
 
@@ -238,9 +244,7 @@ def test_a_never_attempted_candidate_says_not_yet_attempted(viewer_client, scori
     body = viewer_client.get(reverse("rule-detail", args=["R-NEW"])).content.decode()
     assert '<span id="pending-text">not yet attempted</span>' in body
     body = viewer_client.get(reverse("rule-detail", args=["R-WAIT"])).content.decode()
-    assert (
-        '<span id="pending-text">no replayable failing case matches its signature</span>' in body
-    )
+    assert '<span id="pending-text">no replayable failing case matches its signature</span>' in body
 
 
 def test_the_rule_page_shows_fields_and_signature_atoms(viewer_client, scoring):
