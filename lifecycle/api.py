@@ -64,7 +64,7 @@ from .schemas import (
     ToolReadOut,
     TrajectoryIn,
 )
-from .scopes import render_scope, rule_tool_read
+from .scopes import render_scope, rule_as_dict, rule_tool_read
 from .services import (
     InvalidRule,
     RuleNotFound,
@@ -150,14 +150,8 @@ def _rows(request):
 
 def rule_out(rule: Rule) -> dict:
     return {
-        "id": rule.id,
-        "trigger": rule.trigger,
-        "directive": rule.directive,
-        "scope": rule.scope,
-        "metric": rule.metric or None,
-        "signature": rule.signature,
+        **rule_as_dict(rule),
         "tags": rule.tags,
-        "state": rule.state,
         "pending_reason": rule.pending_reason or None,
         "pending_text": rule.pending_text,
         "replay_attempts": rule.replay_attempts,

@@ -2,6 +2,7 @@ from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
 from lifecycle.models import JournalEvent, Rule, TrialEnrolment
+from lifecycle.scopes import rule_as_dict
 from replay.trials import trial_counts
 
 EVIDENCE_TYPES = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer", "validation_verdict")
@@ -26,13 +27,7 @@ class Command(JsonCommand):
             .first()
         )
         doc = {
-            "id": rule.id,
-            "trigger": rule.trigger,
-            "directive": rule.directive,
-            "scope": rule.scope,
-            "metric": rule.metric or None,
-            "signature": rule.signature,
-            "state": rule.state,
+            **rule_as_dict(rule),
             "pending_reason": rule.pending_reason or None,
             "pending_text": rule.pending_text or None,
             "replay_attempts": rule.replay_attempts,
