@@ -15,12 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
+from django.db import connection, transaction
 from django.utils import timezone
 
-from lifecycle.matching import matching_trajectories
+from lifecycle.bulk import insert_many, update_from_values
+from lifecycle.matching import NEWEST_FIRST, newest_matching_ids
 from lifecycle.metrics import Registry, load_registry
 from lifecycle.models import (
     JournalEvent,
@@ -124,6 +123,11 @@ class _Round:
         self.actives: dict[str, list[Rule]] = {}
         self.wins: dict[str, list[Trajectory]] = {}
         self.unwritten: list[Outcome] = []
+        self.unwritten_since = 0.0
+        self.live: set[str] = set()
+        self.live_at = float("-inf")
+        self.queue: list[str] = []
+        self.cases: _CasePrefetch | None = None
         self.summary = {
             "decided": 0,
             "pending": 0,
@@ -134,6 +138,30 @@ class _Round:
             "errors": [],
         }
         self.extended_at = time.monotonic()
+
+    def still_candidate(self, rule_id: str) -> bool:
+        """Whether a rule is still a candidate, as of at most `STATE_REFRESH_S` ago: one query
+        for the whole queue, so a reviewer's retirement is seen before a slow replay starts
+        without one query per candidate. The write re-checks under the row lock (§9.5)."""
+        if time.monotonic() - self.live_at > STATE_REFRESH_S:
+            self.live = set(
+                Rule.objects.filter(pk__in=self.queue, state=RuleState.CANDIDATE).values_list(
+                    "id", flat=True
+                )
+            )
+            self.live_at = time.monotonic()
+        return rule_id in self.live
+
+    def add(self, outcome: "Outcome") -> None:
+        if not self.unwritten:
+            self.unwritten_since = time.monotonic()
+        self.unwritten.append(outcome)
+
+    def due(self) -> bool:
+        """Write when the batch is full, or when its oldest verdict has waited `FLUSH_S`."""
+        return len(self.unwritten) >= WRITE_BATCH or (
+            bool(self.unwritten) and time.monotonic() - self.unwritten_since >= FLUSH_S
+        )
 
     def keep_lock(self) -> None:
         # Extend now and then, not per candidate: a forward-trial candidate takes microseconds.
@@ -157,11 +185,18 @@ class Outcome:
     reads: list = field(default_factory=list)  # (replay session, rule id)
     at: datetime | None = None  # when the candidate was started
     result: str = ""
+    shown: bool = False  # already in the round's actives, for the next replays' contexts
 
 
-# Forward-trial verdicts are written this many at a time: a few statements per batch instead of
-# a few per candidate (SPEC §9: cost linear in candidates, small constant).
+# Verdicts are written in batches — a few statements per batch instead of a few per candidate
+# (SPEC §9: cost linear in candidates, small constant) — of at most WRITE_BATCH, and no later
+# than FLUSH_S after the oldest was reached. A real harness spends seconds per replay, so each
+# of its verdicts is written as soon as it is reached; a crash loses at most FLUSH_S of work,
+# which the next round redoes (nothing half-written: each batch is one transaction).
 WRITE_BATCH = 500
+FLUSH_S = 0.5
+# How stale the round's view of "still a candidate" may be before a replay starts (§9.5).
+STATE_REFRESH_S = 0.25
 
 
 def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
@@ -203,6 +238,8 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
                 state.actives.setdefault(active.scope, []).append(active)
         rules = Rule.objects.in_bulk(queue)
         counts = trial_counts(queue)
+        state.queue = queue
+        state.cases = _CasePrefetch(state, queue, rules)
         for rule_id in queue:
             state.keep_lock()
             over = engine.budget_exhausted(
@@ -213,7 +250,7 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
             except Exception as exc:
                 logger.exception("validating %s failed; the round goes on", rule_id)
                 summary["errors"].append({"rule": rule_id, "error": f"{type(exc).__name__}: {exc}"})
-            if len(state.unwritten) >= WRITE_BATCH:
+            if state.due():
                 _write(state)
         _write(state)
         status = RoundStatus.FINISHED
@@ -261,8 +298,7 @@ def _announce_fallback(now: datetime) -> None:
 
 
 def _validate(state: _Round, rule: Rule, counts: dict, *, over: bool) -> None:
-    """Decide one candidate. A forward-trial verdict joins the batch; a replay (slow, and
-    the next candidate's context must see a rule it promoted) is written at once."""
+    """Decide one candidate and queue its verdict for the next batch write."""
     cfg = state.cfg
     validator = engine.choose_validator(
         replay_wired=cfg.replay_wired,
@@ -283,22 +319,35 @@ def _validate(state: _Round, rule: Rule, counts: dict, *, over: bool) -> None:
     )
     if validator == engine.REPLAY:
         # A replay is slow: do not start one for a rule a reviewer retired meanwhile (§9.5).
-        if not Rule.objects.filter(pk=rule.pk, state=RuleState.CANDIDATE).exists():
+        if not state.still_candidate(rule.id):
             state.summary["skipped"] += 1
             return
         _replay(state, outcome)
-        # Enrolments that arrived during the replay count, and are never overwritten (§9.5).
-        outcome.trial = trial_of(rule.id, rule.baseline_rate, trial_counts([rule.id]))
-    outcome.verdict = engine.decide_candidate(
-        replay=outcome.replay,
-        trial=outcome.trial,
-        over_budget=over,
+    _decide(outcome, cfg)
+    if outcome.verdict.outcome == "promote" and outcome.replay is not None:
+        # The next candidates' replays see it as active (§7.3) before the batch is written; a
+        # decisive replay stands whatever the trial says, so the write cannot undo it — only a
+        # reviewer can, and then `_write` takes it back out.
+        _show(state, outcome)
+    state.add(outcome)
+
+
+def _decide(o: Outcome, cfg: RoundConfig) -> None:
+    o.verdict = engine.decide_candidate(
+        replay=o.replay,
+        trial=o.trial,
+        over_budget=o.over,
         min_sessions=cfg.min_sessions,
         margins=cfg.margins,
     )
-    state.unwritten.append(outcome)
-    if validator == engine.REPLAY:
-        _write(state)
+
+
+def _show(state: _Round, o: Outcome) -> None:
+    """Put a promoted rule among the round's actives, as the rule tool shows an active rule."""
+    o.rule.state = RuleState.ACTIVE
+    if not o.shown:
+        state.actives.setdefault(o.rule.scope, []).append(o.rule)
+        o.shown = True
 
 
 def _write(state: _Round) -> None:
@@ -317,6 +366,14 @@ def _write(state: _Round) -> None:
             .filter(pk__in=[o.rule.id for o in outcomes])
             .values_list("id", "state", "replay_attempts")
         }
+        # Enrolments that arrived while a candidate was replayed count, and are never
+        # overwritten (§9.5): its trial is read again now, under the rule's row lock.
+        replayed = [o for o in outcomes if o.replay is not None]
+        if replayed:
+            fresh = trial_counts([o.rule.id for o in replayed])
+            for o in replayed:
+                o.trial = trial_of(o.rule.id, o.rule.baseline_rate, fresh)
+                _decide(o, state.cfg)
         keep, events, decisions = [], [], []
         # What the replays read is a fact of their sessions, kept even for a skipped rule.
         reads = [read for o in outcomes for read in o.reads]
@@ -368,45 +425,55 @@ def _write(state: _Round) -> None:
                     )
                 )
         _bookkeeping(keep, outcomes, now)
-        JournalEvent.objects.bulk_create(events, batch_size=2000)
-        RuleRead.objects.bulk_create(
-            [RuleRead(session_id=sid, rule_id=rid, at=now, via="replay") for sid, rid in reads],
-            batch_size=2000,
+        insert_many(events)
+        insert_many(
+            [RuleRead(session_id=sid, rule_id=rid, at=now, via="replay") for sid, rid in reads]
         )
         if decisions:
             rules_decide(decisions=decisions, actor=ENGINE, round_id=round_id, now=now)
     for o in outcomes:
         if o.result == "promote":
-            o.rule.state = RuleState.ACTIVE
-            state.actives.setdefault(o.rule.scope, []).append(o.rule)
+            _show(state, o)
+        elif o.shown:  # a reviewer retired it before the write: no longer shown
+            state.actives[o.rule.scope].remove(o.rule)
+            o.rule.state = live.get(o.rule.id, (RuleState.RETIRED, 0))[0]
         _count(state.summary, o)
 
 
 def _bookkeeping(ids: list[str], outcomes: list[Outcome], now: datetime) -> None:
-    """The candidates' own fields: one UPDATE per distinct change, not one per candidate."""
+    """The candidates' own fields, in one statement for the batch: each pending candidate
+    keeps its own reason (a replay's names its case)."""
     kept = set(ids)
-    groups: dict[tuple, list[str]] = {}
+    rows = []
     for o in outcomes:
         if o.rule.id not in kept:
             continue
         pending = o.verdict.outcome == "pending"
-        key = (
-            o.replay is not None,
-            o.verdict.validator,
-            o.verdict.pending_reason if pending else None,
-            o.verdict.reason if pending else None,
+        rows.append(
+            (
+                o.rule.id,
+                o.verdict.validator,
+                int(o.replay is not None),
+                pending,
+                o.verdict.pending_reason if pending else "",
+                o.verdict.reason if pending else "",
+            )
         )
-        groups.setdefault(key, []).append(o.rule.id)
-    for (replayed, validator, pending_reason, reason), group in groups.items():
-        fields = {
-            "first_attempted_at": Coalesce(F("first_attempted_at"), Value(now)),
-            "last_validator": validator,
-        }
-        if replayed:
-            fields["replay_attempts"] = F("replay_attempts") + 1
-        if pending_reason is not None:
-            fields.update(pending_reason=pending_reason, verdict_reason=reason)
-        Rule.objects.filter(pk__in=group).update(**fields)
+    # A decided rule's reason and state are `rules_decide`'s to write.
+    update_from_values(
+        Rule,
+        columns=("id", "validator", "replayed", "pending", "pending_reason", "reason"),
+        rows=rows,
+        assignments={
+            "first_attempted_at": "COALESCE({table}.first_attempted_at, %s)",
+            "last_validator": "v.validator",
+            "replay_attempts": "{table}.replay_attempts + v.replayed",
+            "pending_reason": "CASE WHEN v.pending THEN v.pending_reason "
+            "ELSE {table}.pending_reason END",
+            "verdict_reason": "CASE WHEN v.pending THEN v.reason ELSE {table}.verdict_reason END",
+        },
+        params=[connection.ops.adapt_datetimefield_value(now)],
+    )
 
 
 def _count(summary: dict, o: Outcome) -> None:
@@ -457,16 +524,63 @@ def _case_ref(t: Trajectory) -> engine.CaseRef:
     return engine.CaseRef(id=t.id, started_at=t.started_at, scope=scope)
 
 
-NEWEST = (F("started_at").desc(nulls_last=True), "-id")
-
-
 def _failing_cases(rule: Rule, state: _Round) -> list[Trajectory]:
-    rows = matching_trajectories(
-        rule, kinds=[TrajectoryKind.FAILURE], replayable=True, registry=state.registry
-    ).order_by(*NEWEST)[: state.cfg.max_failing]
-    by_id = {t.id: t for t in rows}
+    """The candidate's matching replayable failing cases, newest first (SPEC §7.1)."""
+    by_id = state.cases.failing(rule)
     refs = engine.select_failing_cases(map(_case_ref, by_id.values()), limit=state.cfg.max_failing)
     return [by_id[c.id] for c in refs]
+
+
+class _CasePrefetch:
+    """Failing cases for the candidate at hand and the next ones in the queue, selected in
+    one statement (`newest_matching_ids`) and loaded in one more.
+
+    A selection is used only while fresh (`FRESH_S`), so a trajectory imported while a slow
+    harness replays is seen by the next candidate. The look-ahead adapts: it doubles (to
+    `MAX_AHEAD`) while selections are used up fresh — an instant backend — and shrinks when
+    they go stale unused — a harness taking seconds per replay, which then gets its cases
+    selected one candidate at a time, as late as possible."""
+
+    FRESH_S = 0.5
+    MAX_AHEAD = 128
+
+    def __init__(self, state: _Round, queue: list[str], rules: dict[str, Rule]):
+        self.state, self.queue, self.rules = state, queue, rules
+        self.position = {rule_id: i for i, rule_id in enumerate(queue)}
+        self.ahead = 1
+        self.selected: dict[str, dict[str, Trajectory]] = {}
+        self.selected_at = float("-inf")
+
+    def failing(self, rule: Rule) -> dict[str, Trajectory]:
+        fresh = time.monotonic() - self.selected_at <= self.FRESH_S
+        if fresh and rule.id in self.selected:
+            return self.selected.pop(rule.id)
+        if self.selected_at > float("-inf"):
+            unused = bool(self.selected) and not fresh
+            self.ahead = max(1, self.ahead // 2) if unused else min(self.MAX_AHEAD, self.ahead * 2)
+        self._select(rule)
+        return self.selected.pop(rule.id)
+
+    def _select(self, rule: Rule) -> None:
+        cfg = self.state.cfg
+        start = self.position.get(rule.id, len(self.queue))
+        batch = [rule] + [
+            self.rules[rule_id]
+            for rule_id in self.queue[start + 1 :]
+            if self.rules[rule_id].replay_attempts < cfg.max_attempts
+        ][: self.ahead - 1]
+        ids = newest_matching_ids(
+            batch,
+            kinds=[TrajectoryKind.FAILURE],
+            replayable=True,
+            limit=cfg.max_failing,
+            registry=self.state.registry,
+        )
+        loaded = Trajectory.objects.in_bulk({i for found in ids.values() for i in found})
+        self.selected = {
+            rule_id: {i: loaded[i] for i in found if i in loaded} for rule_id, found in ids.items()
+        }
+        self.selected_at = time.monotonic()
 
 
 def _protected_wins(scope: str, state: _Round) -> list[Trajectory]:
@@ -474,10 +588,12 @@ def _protected_wins(scope: str, state: _Round) -> list[Trajectory]:
     if scope not in state.wins:
         limit = state.cfg.max_wins
         wins = Trajectory.objects.filter(kind=TrajectoryKind.SUCCESS, replayable=True)
-        rows = list(wins.filter(replay_input__scope=scope).order_by(*NEWEST)[:limit])
+        rows = list(wins.filter(replay_input__scope=scope).order_by(*NEWEST_FIRST)[:limit])
         if len(rows) < limit:
             rows += list(
-                wins.exclude(pk__in=[w.pk for w in rows]).order_by(*NEWEST)[: limit - len(rows)]
+                wins.exclude(pk__in=[w.pk for w in rows]).order_by(*NEWEST_FIRST)[
+                    : limit - len(rows)
+                ]
             )
         by_id = {t.id: t for t in rows}
         refs = engine.select_protected_wins(map(_case_ref, rows), scope=scope, limit=limit)
