@@ -103,7 +103,8 @@ def rules(prefix: str, n: int, *, state: str = "candidate", scope=None) -> list[
 
 
 def grow_history(size: int) -> None:
-    """Journal events, retired rule versions and reports the engine must not re-read."""
+    """Journal events, retired rule versions with their trials, and reports: history the
+    engine must not re-read."""
     if not size:
         return
     rules("OLD", size // 10, state="retired")
@@ -124,6 +125,19 @@ def grow_history(size: int) -> None:
                 has_notice=bool(i % 3),
                 content_hash=str(i),
                 received_at=T0,
+            )
+            for i in range(size // 2)
+        ],
+        batch_size=5000,
+    )
+    TrialEnrolment.objects.bulk_create(
+        [
+            TrialEnrolment(
+                rule_id=f"OLD-{i % (size // 10):05d}",
+                session_id=f"old-{i}",
+                breached=bool(i % 2),
+                enrolled_at=T0,
+                updated_at=T0,
             )
             for i in range(size // 2)
         ],
@@ -164,23 +178,26 @@ def bench_forward_trial_round() -> Meter:
 
 
 def bench_one_report(repeat: int = 15) -> list[Meter]:
-    rules("RP", N)
     times = []
     for k in range(repeat):
-        TrialEnrolment.objects.all().delete()  # every report enrols into all 1,000 trials
+        # Each report meets 1,000 fresh candidates, so it enrols into all 1,000 trials; the
+        # previous ones retire and stay behind as history.
+        Rule.objects.filter(id__startswith="RP").update(state="retired")
+        rules(f"RP{k:02d}", N)
         line = json.dumps(
             {
                 "session_id": f"live-{k}",
                 "at": f"2026-02-01T00:{k:02d}:00Z",
                 "notices": ["breach:task_completion"],
                 "metrics": {"task_completion": 0.4},
-                "rules_read": ["RP-00001"],
+                "rules_read": [f"RP{k:02d}-00001"],
             }
         )
         with Meter() as meter:
             ingest_reports(read_jsonl([line]))
         times.append(meter)
-        assert TrialEnrolment.objects.count() == N
+        assert TrialEnrolment.objects.filter(rule__id__startswith=f"RP{k:02d}-").count() == N
+    Rule.objects.filter(id__startswith="RP").update(state="retired")
     return times
 
 
@@ -249,11 +266,13 @@ def main() -> None:
     for history in (0, 200_000):
         wipe()
         grow_history(history)
-        label = f"history {history:>7,} journal events / {history // 2:,} reports"
+        label = (
+            f"history {history:>7,} journal events / {history // 2:,} reports / "
+            f"{history // 10:,} retired rules with {history // 2:,} trial enrolments"
+        )
         # Each stage's rules stay behind as more history for the next one.
         ft = bench_forward_trial_round()
         reports = bench_one_report()
-        Rule.objects.filter(id__startswith="RP-").update(state="retired")
         replay, backend_s = bench_replay_round()
         median = sorted(reports, key=lambda m: m.wall)[len(reports) // 2]
         print(f"\n[{label}]  (wall / this process's CPU / SQL statements)")

@@ -13,8 +13,9 @@ and per row that both SQLite and PostgreSQL plan slowly. A round that decides a 
 replays writes a thousand different reasons: this writes them with a values list joined on
 the primary key,
 
-    WITH v (id, state, …) AS (VALUES (%s, %s, …), …)
-    UPDATE table SET state = v.state, … FROM v WHERE table.id = v.id
+    UPDATE table SET state = v.state, …
+    FROM (SELECT column1 AS id, column2 AS state, … FROM (VALUES (%s, %s, …), …) AS t) AS v
+    WHERE table.id = v.id
 
 which both databases run as one pass (SQLite ≥ 3.33 for UPDATE … FROM).
 """
@@ -71,7 +72,10 @@ def update_from_values(
         return 0
     table = connection.ops.quote_name(model._meta.db_table)
     key = connection.ops.quote_name(model._meta.pk.column)
-    names = ", ".join(columns)
+    # VALUES names its columns column1, column2, … on both databases; the sub-select names them
+    # as the caller does. (Not a WITH: Python's sqlite3 counts rows only for a statement that
+    # starts with UPDATE.)
+    names = ", ".join(f"column{i} AS {name}" for i, name in enumerate(columns, 1))
     sets = ", ".join(
         f"{connection.ops.quote_name(column)} = {sql.format(table=table)}"
         for column, sql in assignments.items()
@@ -83,9 +87,9 @@ def update_from_values(
             chunk = rows[start : start + batch_size]
             values = ", ".join([tuple_sql] * len(chunk))
             cursor.execute(
-                f"WITH v ({names}) AS (VALUES {values}) "
-                f"UPDATE {table} SET {sets} FROM v WHERE {table}.{key} = v.{columns[0]}",
-                [*(value for row in chunk for value in row), *params],
+                f"UPDATE {table} SET {sets} FROM (SELECT {names} FROM (VALUES {values}) AS t) "
+                f"AS v WHERE {table}.{key} = v.{columns[0]}",
+                [*params, *(value for row in chunk for value in row)],
             )
             changed += max(cursor.rowcount, 0)
     return changed

@@ -150,6 +150,7 @@ class PendingReason(models.TextChoices):
         "the round's time budget ran out before this candidate; the trial cannot decide yet",
     )
 
+
 class AuthorKind(models.TextChoices):
     AGENT = "agent"
     EXTRACTOR = "extractor"
@@ -245,7 +246,11 @@ class Rule(models.Model):
 class TrialEnrolment(models.Model):
     """A session enrolled in a candidate's forward trial (SPEC §8)."""
 
-    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="enrolments")
+    # No index of its own: enrolment_unique leads with the rule. One index fewer to write per
+    # row matters, as every report enrols its session in every candidate's trial.
+    rule = models.ForeignKey(
+        Rule, on_delete=models.CASCADE, related_name="enrolments", db_index=False
+    )
     session_id = models.CharField(max_length=128)
     breached = models.BooleanField(default=False)
     # Did the session read the candidate through the rule tool? Shown beside the trial (§5).
@@ -257,6 +262,9 @@ class TrialEnrolment(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["rule", "session_id"], name="enrolment_unique"),
         ]
+        # A later report of the session flips its enrolments (SPEC §8): found by session, so
+        # the cost does not grow with every trial ever run.
+        indexes = [models.Index(fields=["session_id"], name="enrolment_session")]
 
     def __str__(self) -> str:
         return f"{self.rule_id} ← {self.session_id}"

@@ -38,8 +38,10 @@ def trial_enrol(*, reports: list[Report], now: datetime) -> int:
 
     Runs inside the transaction that stored the reports. A session enrols while fewer than
     `rule_trial_min_sessions` are enrolled; an enrolled session can still flip to breached (or
-    to having read the candidate) on a later report. Per session: one INSERT … SELECT over the
-    candidates and at most two UPDATEs, whatever the number of candidates in force."""
+    to having read the candidate) on a later report. Per session: at most two UPDATEs and one
+    INSERT … SELECT over the candidates, whatever the number of candidates in force. The flips
+    come first, so they touch only the enrolments of the session's earlier reports (through
+    the session index), not the ones this report is about to insert, already right."""
     sessions: dict[str, dict] = {}
     for report in sorted(reports, key=lambda r: (r.at, r.pk or 0)):
         entry = sessions.setdefault(report.session_id, {"notices": set(), "read": set()})
@@ -56,6 +58,7 @@ def trial_enrol(*, reports: list[Report], now: datetime) -> int:
             hit = _hit_names(entry["notices"], registry)
             read = sorted(entry["read"])
             any_notice = bool(entry["notices"])
+            _flip(cursor, session_id, hit=hit, any_notice=any_notice, read=read, now=now)
             hit_sql, hit_params = _in("r.metric", hit)
             read_sql, read_params = _in("r.id", read)
             cursor.execute(
@@ -77,20 +80,41 @@ def trial_enrol(*, reports: list[Report], now: datetime) -> int:
                 ],
             )
             inserted += max(cursor.rowcount, 0)
-            _flip(session_id, hit=hit, any_notice=any_notice, read=read, now=now)
     return inserted
 
 
-def _flip(session_id: str, *, hit: list[str], any_notice: bool, read: list[str], now) -> None:
-    """A session enrolled earlier that now breached, or read the candidate."""
-    enrolled = TrialEnrolment.objects.filter(session_id=session_id, rule__state=RuleState.CANDIDATE)
-    if any_notice:
-        target = Q(rule__metric__in=hit) | Q(rule__metric="")
-        enrolled.filter(target, breached=False).update(breached=True, updated_at=now)
-    if read:
-        enrolled.filter(rule_id__in=read, read_candidate=False).update(
-            read_candidate=True, updated_at=now
-        )
+def _flip(cursor, session_id: str, *, hit: list[str], any_notice: bool, read: list[str], now):
+    """The session's earlier enrolments in trials still running that now breached, or read
+    the candidate: one UPDATE, which starts from the session's own enrolments (materialised,
+    so the planner cannot start from the candidates and probe each one)."""
+    if not any_notice and not read:
+        return
+    enrolment, rule = TrialEnrolment._meta.db_table, Rule._meta.db_table
+    materialized = "MATERIALIZED" if connection.vendor == "postgresql" else ""
+    hit_sql, hit_params = _in("r.metric", hit)
+    read_sql, read_params = _in("r.id", read)
+    breach = f"(%s AND (r.metric = '' OR {hit_sql}))"
+    cursor.execute(
+        f"WITH mine AS {materialized} "
+        f"(SELECT id, rule_id FROM {enrolment} WHERE session_id = %s) "
+        f"UPDATE {enrolment} SET breached = {enrolment}.breached OR {breach}, "
+        f"read_candidate = {enrolment}.read_candidate OR ({read_sql}), updated_at = %s "
+        f"FROM mine JOIN {rule} r ON r.id = mine.rule_id "
+        f"WHERE {enrolment}.id = mine.id AND r.state = %s "
+        f"AND ((NOT {enrolment}.breached AND {breach}) "
+        f"OR (NOT {enrolment}.read_candidate AND ({read_sql})))",
+        [
+            session_id,
+            any_notice,
+            *hit_params,
+            *read_params,
+            now,
+            RuleState.CANDIDATE,
+            any_notice,
+            *hit_params,
+            *read_params,
+        ],
+    )
 
 
 def trial_counts(rule_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:

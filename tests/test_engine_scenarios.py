@@ -536,6 +536,107 @@ def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(registry_s
     ]
 
 
+def test_a_rule_a_reviewer_retires_before_its_promotion_is_written_stays_retired(
+    registry_seeded, monkeypatch
+):  # SPEC §3, §9.5
+    from replay import services
+
+    # Verdicts are written in batches; hold this round's in one, to make the race certain.
+    monkeypatch.setattr(services, "FLUSH_S", 3600.0)
+    corpus(failing("F-1"))
+    rule("R-1")
+    rule("R-2", directive="another directive")
+
+    def reviewer_retires_r1(case, context):
+        if case.rule["id"] == "R-2":
+            rule_retire_by_reviewer(rule_id="R-1", actor=Actor.reviewer("rita"), reason="wrong")
+        return read_and_return(task_completion=0.9)(case, context)
+
+    SCRIPT["F-1"] = reviewer_retires_r1
+    vround = round_run()
+    r1 = state_of("R-1")
+    assert (r1.state, r1.verdict_reason) == ("retired", "wrong")
+    assert events("R-1", "rule_promoted") == []
+    assert [e.type for e in events("R-1") if e.round_id == vround.pk] == []
+    assert state_of("R-2").state == "active"
+    assert (vround.summary["skipped"], vround.summary["promoted"]) == (1, 1)
+
+
+@pytest.mark.django_db
+def test_a_rule_promoted_earlier_in_the_round_is_active_in_the_next_replays(
+    monkeypatch,
+):  # SPEC §7.3
+    from replay import services
+
+    monkeypatch.setattr(services, "FLUSH_S", 3600.0)  # still unwritten when R-2 replays
+    corpus(failing("F-1"))
+    rule("R-1")
+    rule("R-2", directive="another directive")
+    seen = {}
+
+    def look(case, context):
+        seen[case.rule["id"]] = [(r["id"], r["state"]) for r in context.rule_tool(scope="git")]
+        return session({**case.trajectory["metrics"], "task_completion": 0.9})
+
+    SCRIPT["F-1"] = look
+    round_run()
+    assert seen == {
+        "R-1": [("R-1", "candidate")],
+        "R-2": [("R-1", "active"), ("R-2", "candidate")],
+    }
+
+
+def test_a_failing_case_recorded_during_a_replay_is_replayed_for_the_next_candidate(
+    registry_seeded, monkeypatch
+):  # SPEC §7.1
+    from replay import services
+
+    # A harness slower than the look-ahead's freshness: every candidate selects anew.
+    monkeypatch.setattr(services._CasePrefetch, "FRESH_S", 0.0)
+    corpus(failing("F-1", minutes=1))
+    rule("R-0")
+    rule("R-1", directive="another directive")  # its cases are selected with R-2's
+    rule("R-2", directive="a third directive")
+
+    def a_new_failure_arrives(case, context):
+        if case.rule["id"] == "R-1":
+            corpus(failing("F-2", minutes=2))
+        return read_and_return(task_completion=0.9)(case, context)
+
+    SCRIPT["F-1"] = a_new_failure_arrives
+    round_run()
+    assert CALLS == ["F-1", "F-1", "F-2", "F-1"]
+
+
+@pytest.mark.django_db
+def test_a_round_of_replays_costs_statements_per_batch_not_per_candidate(monkeypatch):
+    from replay import services  # SPEC §9: linear in candidates with a small constant
+
+    monkeypatch.setattr(services, "FLUSH_S", 3600.0)
+
+    def statements(n: int) -> int:
+        Rule.objects.filter(state="candidate").update(state="retired")
+        for i in range(n):
+            rule(f"R-{n}-{i}", directive=f"remedy {n} {i}")
+        with CaptureQueriesContext(connection) as ctx:
+            vround = round_run()
+        assert vround.summary["promoted"] == n
+        return len(ctx.captured_queries)
+
+    def improve(case, context):
+        # A query no active rule answers: each replay reads its candidate alone, so the reads
+        # grow with the candidates, not with the rules promoted so far.
+        context.rule_tool(scope="git", query="error:unheard_of")
+        return session({**case.trajectory["metrics"], "task_completion": 0.9})
+
+    corpus(failing("F-1"), win("S-1"))
+    SCRIPT["F-1"] = SCRIPT["S-1"] = improve
+    few, many = statements(20), statements(80)
+    # 60 more candidates, a few more statements: look-ahead selections (1, 2, 4, … candidates
+    # at a time) and SQLite's splitting of long inserts — nothing per candidate.
+    assert many - few <= 10, (few, many)
+
+
 @pytest.mark.django_db
 def test_standstill_runs_rounds_until_nothing_changes():  # SPEC §9.4
     corpus(failing("F-1", replayable=False))
@@ -660,6 +761,39 @@ def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  
     s0 = TrialEnrolment.objects.get(session_id="s0")
     assert (s0.breached, s0.read_candidate) == (True, True)
     assert TrialEnrolment.objects.filter(breached=True).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # SPEC §8
+    settings.CAUTERWEB_REPLAY_BACKEND = ""
+    rule("R-TC", metric="task_completion")
+    rule("R-CO", metric="coherence", directive="d2")
+    rule("R-ANY", metric="", directive="d3")
+    rule("R-DONE", metric="task_completion", directive="d4")
+    ingest_reports(read_jsonl(jsonl(report("s1", T0), report("s2", T0))))
+    assert TrialEnrolment.objects.count() == 8
+    Rule.objects.filter(pk="R-DONE").update(state="active")  # decided: its trial is over
+    later = report(
+        "s1",
+        T0 + timedelta(hours=1),
+        notices=["breach:task_completion"],
+        rules_read=["R-CO", "R-DONE"],
+    )
+    ingest_reports(read_jsonl(jsonl(later)))
+    flags = {
+        (e.rule_id, e.session_id): (e.breached, e.read_candidate)
+        for e in TrialEnrolment.objects.all()
+    }
+    assert flags == {
+        ("R-TC", "s1"): (True, False),
+        ("R-CO", "s1"): (False, True),
+        ("R-ANY", "s1"): (True, False),
+        ("R-DONE", "s1"): (False, False),
+        ("R-TC", "s2"): (False, False),
+        ("R-CO", "s2"): (False, False),
+        ("R-ANY", "s2"): (False, False),
+        ("R-DONE", "s2"): (False, False),
+    }
 
 
 @pytest.mark.django_db

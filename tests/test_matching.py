@@ -7,7 +7,13 @@ import pytest
 from django.db import connection
 
 from lifecycle.corpus import import_corpus
-from lifecycle.matching import matching_trajectories, rule_matches
+from lifecycle.matching import (
+    NEWEST_FIRST,
+    matching_trajectories,
+    newest_matching_ids,
+    rule_matches,
+)
+from lifecycle.metrics import load_registry
 from lifecycle.models import MetricDefinition, Rule
 
 PUSH_RULE = ["action:git.push", "error:non_fast_forward"]
@@ -145,6 +151,40 @@ def test_the_indexed_query_agrees_with_the_pure_function_on_every_generated_case
         )
         checked += 1
     assert checked == 64 * 3
+
+
+@pytest.mark.django_db
+def test_many_rules_at_once_get_what_each_would_get_alone(django_assert_num_queries):
+    # replay's case selection (SPEC §7.1) asks for the newest few matches of many candidates
+    # in one statement: the same ids as each rule's own query, newest first, limited.
+    lines = []
+    for n, atoms in enumerate(subsets(UNIVERSE)):
+        line = json.loads(_corpus_line(n, atoms, ["failure", "success"][n % 2]))
+        if n % 5:  # a fifth undated: they come last
+            line["started_at"] = f"2026-01-01T00:{(n * 37) % 60:02d}:00Z"
+        lines.append(json.dumps(line))
+    import_corpus(lines)
+    rules = [
+        Rule(id=f"R-{i}", trigger="t", directive="d", signature=signature, metric=metric)
+        for i, (signature, metric) in enumerate(itertools.product(subsets(UNIVERSE), METRICS))
+    ]
+    registry = load_registry()
+    with django_assert_num_queries(1):
+        found = newest_matching_ids(
+            rules[:150], kinds=["failure"], replayable=True, limit=3, registry=registry
+        )
+    found.update(
+        newest_matching_ids(
+            rules[150:], kinds=["failure"], replayable=True, limit=3, registry=registry
+        )
+    )
+    assert len(found) == len(rules) == 192
+    for rule in rules:
+        alone = matching_trajectories(rule, kinds=["failure"], replayable=True, registry=registry)
+        newest = list(alone.order_by(*NEWEST_FIRST).values_list("id", flat=True)[:3])
+        assert sorted(found[rule.id]) == sorted(newest), (rule.signature, rule.metric)
+    assert sum(len(ids) == 3 for ids in found.values()) > 50  # the limit did bite
+    assert newest_matching_ids(rules, limit=0) == {rule.id: [] for rule in rules}
 
 
 @pytest.mark.django_db
