@@ -663,7 +663,9 @@ _STANCES: dict[str, str] = {
     ),
     "bypass": (
         r"--no-verify|\bskip(?:s|ping)?\b|-dskiptests|verify=false|disable (?:certificate|ssl|tls|web "
-        r"security)|stricthostkeychecking no|--legacy-peer-deps|--break-system-packages|\bignor(?:e|ing)"
+        r"security)|\b(?:disabl\w*|turn(?:ing)? off|remov\w*) (?:the |a |an |its |all |that |this )?"
+        r"(?:[\w-]+ )?(?:checks?|verification|validation|tests?|lint(?:er|ing)?|hooks?|guards?|"
+        r"probes?|health ?checks?)\b|stricthostkeychecking no|--legacy-peer-deps|--break-system-packages|\bignor(?:e|ing)"
         r"|lower the (?:coverage )?threshold|delete the (?:failing )?assert|merge anyway|rerun on "
         r"failure|hard-?cod|without asking|force-unlock|\bmask\b|accept the output|fix it later|"
         r"--no-cache|during peak|every branch|rename the file|for another platform|commit the node_modules"
@@ -687,8 +689,12 @@ _STANCES: dict[str, str] = {
     "new_key": r"(?:new|fresh|different) idempotency key",
 }
 _STANCE_LEXICON = _Lexicon(_STANCES)
+# A negation reaches a few words on, never past the end of its clause: in "do not rebase;
+# merge the changes" the merge is not negated.
 _NEGATED = {
-    k: re.compile(_NEGATION + r"[^a-z0-9_]+(?:[a-z0-9_']+[^a-z0-9_]+){0,3}?(?:" + v + r")")
+    k: re.compile(
+        _NEGATION + r"[^a-z0-9_;,.:!?]+(?:[a-z0-9_']+[^a-z0-9_;,.:!?]+){0,3}?(?:" + v + r")"
+    )
     for k, v in _STANCES.items()
 }
 _OPPOSED = [
@@ -774,7 +780,11 @@ def _stance_findings(expected: str, extracted: str) -> tuple[list[str], list[str
             (hard if name in _ASYMMETRIC_HARD else soft).append(
                 f"only the {side} rule says {label}"
             )
-    swapped = _preference_swapped(expected, extracted) or _order_swapped(expected, extracted)
+    swapped = (
+        _preference_swapped(expected, extracted)
+        or _order_swapped(expected, extracted)
+        or _steps_reversed(expected, extracted)
+    )
     if swapped:
         hard.append(swapped)
     if _negation_only_difference(expected, extracted):
@@ -837,7 +847,69 @@ def _preference_swapped(expected: str, extracted: str) -> str | None:
     return None
 
 
-_OPTION_TOKEN = re.compile(r"[a-z0-9_]+|[^\sa-z0-9_]+")
+_AVOID_CUE = re.compile(
+    r"\b(?:instead|rather|not|no|never|don'?t|do not|avoid|without|skip|stop|replac\w*|"
+    r"get rid of|swap out)\b|n't\b",
+    re.I,
+)
+
+
+def _rejected_alternative(expected: str, extracted: str, embedder) -> str | None:
+    """ "chmod +x instead of running it as root" against "run the script with sudo": one
+    rule does what the other rules out. Read from whichever side names a rejected option,
+    when the other side names none, avoids nothing, and reads closer to the rejected option
+    than to the preferred one."""
+    for rule, other, side in (
+        (expected, extracted, "extracted"),
+        (extracted, expected, "expected"),
+    ):
+        if not _PREFERENCE_CUE.search(rule) or _AVOID_CUE.search(other):
+            continue
+        found = _PREFERENCE.search(rule)
+        if not found:
+            continue
+        keep, drop = found.group(1), found.group(2)
+        vectors = embedder.encode([keep, drop, other])
+        to_keep, to_drop = float(vectors[2] @ vectors[0]), float(vectors[2] @ vectors[1])
+        if to_drop - to_keep > _REJECTED_MARGIN:
+            return f"the {side} rule does what the other rules out ({drop.strip()})"
+    return None
+
+
+_NEGATED_PHRASE = re.compile(
+    r"\b(?:never|not|don'?t|do not|avoid|without|no longer|instead of|rather than)\s+([^;,.:!?]+)",
+    re.I,
+)
+
+
+def _forbidden_done(expected: str, extracted: str) -> str | None:
+    """ "deduplicate by event ID" against "do not deduplicate; process every delivery": one
+    rule does what the other forbids. The forbidden act is the first content words after
+    the negation (two at most: "do not retry immediately" forbids retrying immediately,
+    not retrying); the other rule does it when it has them all outside its own negations."""
+    for rule, other, side in (
+        (expected, extracted, "extracted"),
+        (extracted, expected, "expected"),
+    ):
+        other_done = _stems(_NEGATED_PHRASE.sub(" ", other.lower()))
+        for found in _NEGATED_PHRASE.finditer(rule.lower()):
+            act = [_stem(w) for w in _tokens(found.group(1)) if w not in _STOP][:2]
+            if act and all(w in other_done for w in act):
+                return f"the {side} rule does what the other forbids ({' '.join(act)})"
+    return None
+
+
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(_stem(w) for w in _tokens(text) if w not in _STOP)
+
+
+# How much closer to the rejected option than to the preferred one a directive must read
+# to be taken as doing what the other rule rules out.
+_REJECTED_MARGIN = 0.05
+
+
+# A flag is one token ("--extra-index-url" is not "--index-url" plus "extra").
+_OPTION_TOKEN = re.compile(r"(?<![\w-])--?[a-z][\w-]*|[a-z0-9_]+|[^\sa-z0-9_]+")
 _OPTION_STOP = frozenset({"use", "the", "a", "an", "to", "with", "and", "then"})
 
 
@@ -861,6 +933,57 @@ def _order_swapped(expected: str, extracted: str) -> str | None:
     if common != order_b:
         return f"the steps come in the opposite order ({' then '.join(common)})"
     return None
+
+
+_LEADING_TIME = re.compile(r"^\s*(before|after)\s+([^,]+),\s*(.+)$")
+_TRAILING_TIME = re.compile(r"^(.+?)\s+(before|after)\s+(.+)$")
+_STEP_SPLIT = re.compile(r"\s*(?:;|,|\band then\b|\bthen\b|\band\b)\s*")
+
+
+def _steps(text: str) -> list[str]:
+    """The acts of a directive in the order it wants them done, each read as the stem of
+    its step's first content word: "verify the signature before processing the event" and
+    "after verifying the signature, process it" both give verify, process."""
+    low = text.lower()
+    lead = _LEADING_TIME.match(low)
+    trail = None if lead else _TRAILING_TIME.match(low)
+    if lead:
+        kind, sub, main = lead.groups()
+        parts = [main, sub] if kind == "before" else [sub, main]
+    elif trail:
+        main, kind, sub = trail.groups()
+        parts = [main, sub] if kind == "before" else [sub, main]
+    else:
+        parts = [low]
+    heads: list[str] = []
+    for part in parts:
+        for step in _STEP_SPLIT.split(part):
+            words = [w for w in _tokens(step) if w not in _STOP and w not in _STEP_WORDS]
+            if words and _stem(words[0]) not in heads:
+                heads.append(_stem(words[0]))
+    return heads
+
+
+# Words that place a step in time rather than name it.
+_STEP_WORDS = frozenset(["first", "afterwards", "later", "next", "finally", "only", "also"])
+
+
+def _steps_reversed(expected: str, extracted: str) -> str | None:
+    """ "verify the signature before processing" against "process first, verify afterwards"."""
+    if not (_SEQUENCE_CUE.search(expected) or _SEQUENCE_CUE.search(extracted)):
+        return None
+    a, b = _steps(expected), _steps(extracted)
+    # Where each of the expected rule's acts comes in the extracted one ("proces" is
+    # "process": the stems are crude, so a shared start of four letters will do).
+    at = {h: next((i for i, k in enumerate(b) if _same_stem(h, k)), None) for h in a}
+    common = [h for h in a if at[h] is not None]
+    if len(common) >= 2 and common != sorted(common, key=at.__getitem__):
+        return f"the steps come in the opposite order ({' then '.join(common)})"
+    return None
+
+
+def _same_stem(a: str, b: str) -> bool:
+    return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
 
 
 def _verb_sequence(text: str) -> list[str]:
@@ -1078,7 +1201,13 @@ def _compare_one(
         atom_conflicts += [c for c in declared_conflicts if c not in atom_conflicts]
     if _negation_only_difference(exp_trigger, ext_trigger):
         atom_conflicts.append("one side negates the other")
-    hard, soft = _stance_findings(_text(expected, "directive"), _text(extracted, "directive"))
+    exp_directive, ext_directive = _text(expected, "directive"), _text(extracted, "directive")
+    hard, soft = _stance_findings(exp_directive, ext_directive)
+    rejected = _forbidden_done(exp_directive, ext_directive) or _rejected_alternative(
+        exp_directive, ext_directive, embedder
+    )
+    if rejected and not hard:
+        hard.append(rejected)
     for field, found in (("trigger", atom_conflicts), ("directive", hard)):
         swap = _key_term_swapped(_text(expected, field), _text(extracted, field), embedder)
         if swap and not found:
@@ -1178,14 +1307,27 @@ def _key_term_swapped(expected: str, extracted: str, embedder) -> str | None:
         return None
     for gone, came in _change_blocks(expected, extracted):
         old, new = _content(gone) - _CONNECTIVES, _content(came) - _CONNECTIVES
+        # A compound term is judged by the part that changed: "--ask-become-pass" against
+        # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
+        old, new = old - new, new - old
         if not old or not new or _related(old, new):
             continue
-        if _trigger_atoms(gone) and _trigger_atoms(gone) == _trigger_atoms(came):
-            continue
-        vectors = embedder.encode([gone, came])
+        # The same atoms on both sides excuse the change ("with non-fast-forward" against
+        # "because it is not a fast-forward") unless the words both keep give those atoms
+        # on their own ("pass" in "--ask-become-pass" and "--ask-vault-pass").
+        atoms = _trigger_atoms(gone)
+        if atoms and atoms == _trigger_atoms(came):
+            if atoms != _trigger_atoms(_only(gone, _content(gone) - old)):
+                continue
+        vectors = embedder.encode([_only(gone, old), _only(came, new)])
         if float(vectors[0] @ vectors[1]) < _SWAP_SYNONYM_COS:
             return f"{gone!r} replaced by {came!r}"
     return None
+
+
+def _only(text: str, words: set[str]) -> str:
+    """The words of `text` that are in `words`, in their order."""
+    return " ".join(t for t in _tokens(text) if t in words)
 
 
 def _related(old: set[str], new: set[str]) -> bool:

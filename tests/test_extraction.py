@@ -145,6 +145,24 @@ REWORDINGS = [
             "slow down: honour the retry-after header and increase the delay between attempts",
         ),
     ),
+    # Steps in the same order, said the other way round; a rejected option reworded.
+    (
+        rule("when a webhook request arrives", "verify its signature before processing the event"),
+        rule(
+            "if a webhook call comes in",
+            "after checking that the signature is valid, handle the event",
+        ),
+    ),
+    (
+        rule(
+            "when package-lock.json has merge conflicts",
+            "regenerate it with npm install instead of hand-editing the conflict markers",
+        ),
+        rule(
+            "if the npm lock file is conflicted after a merge",
+            "do not resolve the markers by hand; rerun npm install to rebuild it",
+        ),
+    ),
     (
         rule(
             "when a transaction fails with deadlock detected",
@@ -190,6 +208,63 @@ SAME_WORDS_OTHER_MEANING = [
         rule(
             "when comparing a column to NULL with = returns nothing",
             "use = NULL instead of IS NULL",
+        ),
+    ),
+    # Preferred and rejected flags swapped: a flag is one term, not three words.
+    (
+        rule(
+            "when installing from a private index", "use --index-url instead of --extra-index-url"
+        ),
+        rule(
+            "when installing from a private index", "use --extra-index-url instead of --index-url"
+        ),
+    ),
+    # The extracted rule does what the expected one rules out.
+    (
+        rule(
+            "when executing a script fails with permission denied",
+            "add the execute bit with chmod +x instead of running it as root",
+        ),
+        rule("when executing a script fails with permission denied", "run the script with sudo"),
+    ),
+    # ... or the expected one does what the extracted one forbids; the negation ends with
+    # its clause ("do not rebase; merge" does not forbid merging).
+    (
+        F001,
+        rule(F001["trigger"], "do not rebase; merge the latest changes before pushing again"),
+    ),
+    (
+        rule(
+            "when the same webhook event is delivered twice",
+            "deduplicate by event ID so the payment is processed once",
+        ),
+        rule(
+            "when the same webhook event is delivered twice",
+            "do not deduplicate; process every delivery as a new payment",
+        ),
+    ),
+    # The same steps in the opposite order.
+    (
+        rule("when a webhook request arrives", "verify its signature before processing the event"),
+        rule(
+            "when a webhook request arrives",
+            "process the event first and verify the signature afterwards",
+        ),
+    ),
+    # A compound term with one part swapped.
+    (
+        rule("when ansible fails with 'Missing sudo password'", "rerun it with --ask-become-pass"),
+        rule("when ansible fails with 'Missing sudo password'", "rerun it with --ask-vault-pass"),
+    ),
+    # Turning the check off is not fixing what it found.
+    (
+        rule(
+            "when all targets turn unhealthy right after a deploy",
+            "check that the health check path and port match the new app",
+        ),
+        rule(
+            "when all targets turn unhealthy right after a deploy",
+            "disable the health check so traffic reaches the targets",
         ),
     ),
 ]
@@ -309,7 +384,7 @@ def test_the_eval_set_is_large_varied_and_well_formed():
         for side in ("expected", "extracted"):
             assert set(r[side]) == {"trigger", "directive"}
         assert r["label"] == (1 if r["kind"] in {"reworded", "identical"} else 0)
-        assert r["split"] in {"dev", "heldout"}
+        assert r["split"] in {"dev", "heldout", "fresh"}
     kinds = {r["kind"] for r in rows}
     assert kinds == {"reworded", "same_words_other_meaning", "identical", "unrelated"}
 
