@@ -983,6 +983,7 @@ def _steps_reversed(expected: str, extracted: str) -> str | None:
 
 
 def _same_stem(a: str, b: str) -> bool:
+    """The crude stems of one word: equal, or one starts the other (four letters at least)."""
     return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
 
 
@@ -1316,9 +1317,12 @@ def _key_term_swapped(expected: str, extracted: str, embedder) -> str | None:
         # "because it is not a fast-forward") unless the words both keep give those atoms
         # on their own ("pass" in "--ask-become-pass" and "--ask-vault-pass").
         atoms = _trigger_atoms(gone)
-        if atoms and atoms == _trigger_atoms(came):
-            if atoms != _trigger_atoms(_only(gone, _content(gone) - old)):
-                continue
+        if (
+            atoms
+            and atoms == _trigger_atoms(came)
+            and atoms != _trigger_atoms(_only(gone, _content(gone) - old))
+        ):
+            continue
         vectors = embedder.encode([_only(gone, old), _only(came, new)])
         if float(vectors[0] @ vectors[1]) < _SWAP_SYNONYM_COS:
             return f"{gone!r} replaced by {came!r}"
@@ -1338,11 +1342,7 @@ def _related(old: set[str], new: set[str]) -> bool:
     if _verb_classes(" ".join(old)) & _verb_classes(" ".join(new)):
         return True
     stems_old, stems_new = {_stem(w) for w in old}, {_stem(w) for w in new}
-    return any(
-        a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
-        for a in stems_old
-        for b in stems_new
-    )
+    return any(_same_stem(a, b) for a in stems_old for b in stems_new)
 
 
 _PRONOUNS = frozenset(
