@@ -1,7 +1,8 @@
 """Extraction-accuracy bench (SPEC §12): token-F1 against the comparator.
 
-Prints, for each split of lifecycle/data/extraction_eval.jsonl (dev, heldout, fresh, all;
-"fresh" is 120 pairs written later by another author who never saw the comparator):
+Prints, for each split of lifecycle/data/extraction_eval.jsonl (dev, heldout, fresh, fresh2,
+all; "fresh" and "fresh2" are 120 pairs each, written later by authors who never saw the
+comparator or the other splits):
 ROC AUC of token-F1 and of the comparator's score against the human label, and the
 verdict accuracy of each (a pair labelled "same rule" must get `match`, any other pair
 must not; token-F1 gets its best single threshold on the dev split, a favour the
@@ -89,7 +90,7 @@ def main() -> None:
     )
 
     report: dict = {"pairs": len(rows), "token_f1_threshold_from_dev": round(f1_threshold, 4)}
-    for split in ("dev", "heldout", "fresh", "all"):
+    for split in ("dev", "heldout", "fresh", "fresh2", "all"):
         idx = [i for i, r in enumerate(rows) if split == "all" or r.get("split", "dev") == split]
         if not idx:
             continue
@@ -154,7 +155,7 @@ def main() -> None:
     print(
         f"{'split':8} {'pairs':>5}  {'AUC f1':>7} {'AUC cmp':>7}  {'acc f1':>7} {'acc cmp':>7}  miss|neg"
     )
-    for split in ("dev", "heldout", "fresh", "all"):
+    for split in ("dev", "heldout", "fresh", "fresh2", "all"):
         if split in report:
             s = report[split]
             print(

@@ -789,6 +789,9 @@ def _stance_findings(expected: str, extracted: str) -> tuple[list[str], list[str
         hard.append(swapped)
     if _negation_only_difference(expected, extracted):
         hard.append("one side negates the other")
+    flipped = _settings_flipped(expected, extracted)
+    if flipped:
+        hard.append(flipped)
     for label, pattern in _DETAIL_PATTERNS.items():
         da, db = set(pattern.findall(expected.lower())), set(pattern.findall(extracted.lower()))
         if da and db and not da & db:
@@ -817,6 +820,38 @@ _DETAIL_PATTERNS = {
     "numbers": re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?)(?![\w.])"),
     "flags": re.compile(r"(?<![\w-])(--?[a-z][\w-]*)"),
 }
+_QUOTED = re.compile(r"'([^']{3,})'|\"([^\"]{3,})\"")
+
+
+def _other_message_quoted(expected: str, extracted: str) -> str | None:
+    """Both triggers quote the message they fire on, and the messages share next to no
+    words: "'Multiple head revisions are present'" is not "'Can't locate revision'"."""
+    a = [x or y for x, y in _QUOTED.findall(expected)]
+    b = [x or y for x, y in _QUOTED.findall(extracted)]
+    if not a or not b:
+        return None
+    words_a, words_b = _stems(" ".join(a)), _stems(" ".join(b))
+    if _overlap(words_a, words_b) < _QUOTED_MIN_OVERLAP:
+        return f"another message: {a[0]!r} vs {b[0]!r}"
+    return None
+
+
+# Share of stems two quoted messages must have in common to be read as the same message.
+_QUOTED_MIN_OVERLAP = 0.25
+
+
+_SETTING = re.compile(r"([a-z_][\w.-]*)\s*[=:]\s*(true|false|yes|no|on|off)\b")
+_TRUTH = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
+def _settings_flipped(expected: str, extracted: str) -> str | None:
+    """ "set acks_late=True" against "set acks_late=False": the same switch, the other way."""
+    a = {k: _TRUTH[v] for k, v in _SETTING.findall(expected.lower())}
+    b = {k: _TRUTH[v] for k, v in _SETTING.findall(extracted.lower())}
+    flipped = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
+    return f"{', '.join(flipped)} set the other way" if flipped else None
+
+
 _NEGATIONS = frozenset({"not", "no", "never", "don't", "dont", "n't", "without", "cannot", "can't"})
 
 
@@ -1202,6 +1237,9 @@ def _compare_one(
         atom_conflicts += [c for c in declared_conflicts if c not in atom_conflicts]
     if _negation_only_difference(exp_trigger, ext_trigger):
         atom_conflicts.append("one side negates the other")
+    quoted = _other_message_quoted(exp_trigger, ext_trigger)
+    if quoted and not atom_conflicts:
+        atom_conflicts.append(quoted)
     exp_directive, ext_directive = _text(expected, "directive"), _text(extracted, "directive")
     hard, soft = _stance_findings(exp_directive, ext_directive)
     rejected = _forbidden_done(exp_directive, ext_directive) or _rejected_alternative(
@@ -1364,7 +1402,12 @@ _SUFFIX = re.compile(r"(?:ations?|ing|ed|es|s|er|ers|ion|ions|ment|ments|ly)$")
 
 def _stem(word: str) -> str:
     stemmed = _SUFFIX.sub("", word)
+    if stemmed != word and _DOUBLED.search(stemmed):
+        stemmed = stemmed[:-1]  # "running" is "run", "stopped" is "stop"
     return stemmed if len(stemmed) >= 3 else word
+
+
+_DOUBLED = re.compile(r"([b-df-hj-np-rtv-z])\1$")
 
 
 # Share of content words kept for a change to count as a swap rather than a rewording,

@@ -256,6 +256,39 @@ SAME_WORDS_OTHER_MEANING = [
         rule("when ansible fails with 'Missing sudo password'", "rerun it with --ask-become-pass"),
         rule("when ansible fails with 'Missing sudo password'", "rerun it with --ask-vault-pass"),
     ),
+    # The same switch set the other way.
+    (
+        rule(
+            "when Celery tasks are lost if a worker is killed mid-task",
+            "set acks_late=True and task_reject_on_worker_lost=True for those tasks",
+        ),
+        rule(
+            "when Celery tasks are lost if a worker is killed mid-task",
+            "set acks_late=False and task_reject_on_worker_lost=False for those tasks",
+        ),
+    ),
+    # Another quoted message is another failure, whatever the advice says.
+    (
+        rule(
+            "when alembic upgrade fails with 'Multiple head revisions are present'",
+            "create a merge revision with alembic merge heads and then upgrade",
+        ),
+        rule(
+            "when alembic upgrade fails with 'Can't locate revision identified by'",
+            "create a merge revision with alembic merge heads and then upgrade",
+        ),
+    ),
+    # Steps in the opposite order, the second one spelt with a doubled consonant.
+    (
+        rule(
+            "when testing chart template changes",
+            "render them locally with helm template before running helm upgrade",
+        ),
+        rule(
+            "when testing chart template changes",
+            "run helm upgrade before rendering them locally with helm template",
+        ),
+    ),
     # Turning the check off is not fixing what it found.
     (
         rule(
@@ -384,7 +417,7 @@ def test_the_eval_set_is_large_varied_and_well_formed():
         for side in ("expected", "extracted"):
             assert set(r[side]) == {"trigger", "directive"}
         assert r["label"] == (1 if r["kind"] in {"reworded", "identical"} else 0)
-        assert r["split"] in {"dev", "heldout", "fresh"}
+        assert r["split"] in {"dev", "heldout", "fresh", "fresh2"}
     kinds = {r["kind"] for r in rows}
     assert kinds == {"reworded", "same_words_other_meaning", "identical", "unrelated"}
 
