@@ -4,8 +4,10 @@ A round takes the round lock, orders the candidates (rotation, §9.2), and for e
 replays its matching cases through the configured backend or consults its forward trial, asks
 the engine for a verdict, and writes it: state changes only through `lifecycle.services`
 (which lock and journal), bookkeeping under the same row locks, leaving alone a rule retired by
-a reviewer while the round ran (§9.5). Reads are set-based and writes batched: a round costs a
-fixed number of statements per candidate, whatever the size of the history.
+a reviewer while the round ran (§9.5). Reads are set-based (failing cases are selected for
+many candidates at once) and writes batched (verdicts, events and reads at most `FLUSH_S`
+apart): a round costs a few statements per batch, not per candidate, whatever the size of the
+history.
 """
 
 import logging
