@@ -457,8 +457,8 @@ def _bookkeeping(ids: list[str], outcomes: list[Outcome], now: datetime) -> None
                 o.verdict.validator,
                 int(o.replay is not None),
                 pending,
-                o.verdict.pending_reason if pending else "",
-                o.verdict.reason if pending else "",
+                (o.verdict.pending_reason or "") if pending else "",
+                (o.verdict.reason or "") if pending else "",
             )
         )
     # A decided rule's reason and state are `rules_decide`'s to write.
