@@ -1,6 +1,6 @@
 """Extraction-accuracy bench (SPEC §12): token-F1 against the comparator.
 
-Prints, for each split of lifecycle/data/extraction_eval.jsonl (dev, heldout, fresh, fresh2,
+Prints, for each split of comparison/data/extraction_eval.jsonl (dev, heldout, fresh, fresh2,
 all; "fresh" and "fresh2" are 120 pairs each, written later by authors who never saw the
 comparator or the other splits):
 ROC AUC of token-F1 and of the comparator's score against the human label, and the
@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lifecycle.comparator import HERE as MODEL_DIR  # noqa: E402
-from lifecycle.extraction import compare_many  # noqa: E402
+from comparison.compare import compare_many  # noqa: E402
+from comparison.semantic import HERE as MODEL_DIR  # noqa: E402
 
-EVAL = ROOT / "lifecycle" / "data" / "extraction_eval.jsonl"
+EVAL = ROOT / "comparison" / "data" / "extraction_eval.jsonl"
 # What the comparator needs at run time beyond the standard library.
 RUNTIME_PACKAGES = ["numpy"]
 

@@ -3,7 +3,7 @@ rule of its scope is linked to it as a probable duplicate and journaled, instead
 piling up copies.
 
 "Says the same" needs both kinds of evidence:
-- the comparator of SPEC §12 (`lifecycle.extraction.compare_many`) gives the verdict `match`
+- the comparator of SPEC §12 (`comparison.compare.compare_many`) gives the verdict `match`
   — it sees through rewording and is not fooled by shared words;
 - the signatures are compatible: the failure-mode atoms of one are a subset of the other's
   (one rule may be more specific), or, for two rules without failure-mode atoms, the notices
@@ -18,9 +18,10 @@ still a candidate in its own right: the link is shown, it decides nothing.
 import logging
 from datetime import datetime
 
+from comparison.compare import compare_many
+from comparison.semantic import ComparatorUnavailable
+
 from . import atoms as atom_lib
-from .comparator import ComparatorUnavailable
-from .extraction import compare_many
 from .matching import notice_targets
 from .metrics import Registry, load_registry
 from .models import Rule, RuleState

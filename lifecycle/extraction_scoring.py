@@ -1,13 +1,14 @@
 """Extraction accuracy of stored rules (SPEC §12): each rule whose source case carries an
-`expected_rule`, scored against it by `lifecycle.extraction.compare_rules`.
+`expected_rule`, scored against it by `comparison.compare.compare_rules`.
 
 This is a separate number from replay fidelity and stays one: nothing here reads a verdict,
 a delta or a trial, and nothing elsewhere folds these scores into a rule's validation.
 """
 
+from comparison.compare import compare_many
+
 from . import atoms as atom_lib
 from .corpus import ImportRejected, LineError
-from .extraction import compare_many
 from .models import Rule, Trajectory
 
 

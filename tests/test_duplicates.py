@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lifecycle.comparator import ComparatorUnavailable
+from comparison.semantic import ComparatorUnavailable
 from lifecycle.duplicates import signatures_compatible
 from lifecycle.models import JournalEvent, Rule, RuleState
 from lifecycle.services import rule_record_candidate, rule_retire

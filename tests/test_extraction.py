@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle import comparator, extraction
-from lifecycle.extraction import (
+from comparison import compare as extraction
+from comparison import semantic as comparator
+from comparison.compare import (
     compare_many,
     compare_rules,
     token_f1,

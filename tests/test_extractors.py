@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from comparison.compare import compare_rules
 from lifecycle.corpus import import_corpus
-from lifecycle.extraction import compare_rules
 from lifecycle.extractors import (
     LlmAnswerError,
     LlmNotConfigured,

