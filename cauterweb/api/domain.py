@@ -1,0 +1,125 @@
+"""Domain steps the API handlers used to do themselves (transactions, journal writes, keyset
+queries, round deferral). Each handler makes one call here or into lifecycle/replay; these
+functions belong in lifecycle's services and selectors and move there when those packages
+exist."""
+
+from datetime import datetime
+
+from django.db import transaction
+
+from lifecycle import selectors
+from lifecycle.corpus import import_corpus
+from lifecycle.intake import record_candidates
+from lifecycle.models import JournalEvent, Rule
+from lifecycle.packs import (
+    AGENT_FILE_FORMATS,
+    PACK_FORMATS,
+    InvalidSelection,
+    export_agent_files,
+    export_pack,
+    import_pack,
+)
+from lifecycle.services import journal_write, rule_requeue
+from lifecycle.states import Actor
+from replay.kick import kick_round, kicks_deferred
+from replay.models import ValidationRound
+
+from . import cursor
+
+ROUND_FIELDS = (
+    "id",
+    "status",
+    "started_at",
+    "finished_at",
+    "queue",
+    "budget_s",
+    "replay_wired",
+    "summary",
+    "error",
+    "kicked_by",
+)
+
+
+def import_trajectories(lines: list, *, replace: bool, actor: Actor) -> dict:
+    """import_corpus is shared with the command line; over the API every write is journaled
+    with the token that made it, in the same transaction."""
+    with transaction.atomic():
+        result = import_corpus(lines, replace=replace)
+        if result.created or result.updated:
+            journal_write(
+                type="corpus_imported",
+                actor=actor,
+                evidence={**result.as_dict(), "replace": replace},
+            )
+    return {**result.as_dict(), "ids": result.ids}
+
+
+def candidates_record(rows: list, *, actor: Actor) -> tuple:
+    # One round after the batch, not one per candidate (semantics §9.1).
+    with kicks_deferred():
+        return record_candidates(rows, actor=actor)
+
+
+def requeue(*, rule_id: str, actor: Actor) -> Rule:
+    with kicks_deferred():
+        return rule_requeue(rule_id=rule_id, actor=actor)
+
+
+def pack_import(text: str, *, actor: Actor) -> dict:
+    with kicks_deferred():
+        return import_pack(text, actor=actor)
+
+
+def round_kick(*, actor: Actor) -> dict:
+    """A kick changes no rule, but someone asked for it: the journal says who and when."""
+    kicked = kick_round(reason=f"api:{actor.name}")
+    journal_write(type="round_kicked", actor=actor, evidence=kicked)
+    return kicked
+
+
+def pack_text(*, scopes: list[str] | None, states: list[str] | None, fmt: str) -> str:
+    """One export: a pack of the selected rules, or one scope's agent file."""
+    if fmt in AGENT_FILE_FORMATS:
+        if not scopes or len(scopes) != 1:
+            raise InvalidSelection(f"format {fmt} needs exactly one scope", field="scope")
+        return export_agent_files(scope=scopes[0], fmt=fmt)
+    if fmt in PACK_FORMATS:
+        return export_pack(scopes=scopes or None, states=states or ["active"], fmt=fmt)
+    formats = ", ".join((*PACK_FORMATS, *AGENT_FILE_FORMATS))
+    raise InvalidSelection(f"format must be one of {formats}", field="format")
+
+
+def rules_page(*, filters: dict, order: str, position: str | None, limit: int) -> tuple:
+    """(rules, next cursor) of the rules list, keyset-paged on (recorded_at, id)."""
+    rules = selectors.rule_list(filters={**filters, "sort": order})
+    if position:
+        rules = cursor.after(
+            rules,
+            fields=("recorded_at", "id"),
+            position=cursor.decode_cursor(position, (datetime, str)),
+            descending=order.startswith("-"),
+        )
+    return cursor.page(list(rules[: limit + 1]), limit, lambda r: (r.recorded_at, r.id))
+
+
+def journal_page(*, filters: dict, position: str | None, limit: int) -> tuple:
+    """(events, next cursor) of the journal, oldest first, keyset-paged on (at, id)."""
+    events = JournalEvent.objects.order_by("at", "id").filter(**filters)
+    if position:
+        events = cursor.after(
+            events,
+            fields=("at", "id"),
+            position=cursor.decode_cursor(position, (datetime, int)),
+            descending=False,
+        )
+    return cursor.page(list(events[: limit + 1]), limit, lambda e: (e.at, e.id))
+
+
+def rounds_page(*, position: str | None, limit: int) -> tuple[list[dict], str | None]:
+    """(rounds, next cursor), newest first."""
+    rounds = ValidationRound.objects.order_by("-id")
+    if position:
+        (before,) = cursor.decode_cursor(position, (int,))
+        rounds = rounds.filter(id__lt=before)
+    rows, next_cursor = cursor.page(list(rounds[: limit + 1]), limit, lambda r: (r.id,))
+    return [{f: getattr(r, f) for f in ROUND_FIELDS} for r in rows], next_cursor
