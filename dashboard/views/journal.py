@@ -6,9 +6,9 @@ from django.http import HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dashboard import presenters
 from lifecycle import selectors_journal
 from lifecycle.selectors import FilterError
-from lifecycle.selectors_journal import JournalPage
 
 from . import fragment, vary_on_htmx
 
@@ -23,7 +23,7 @@ def journal(request):
     error = None
     try:
         filters = selectors_journal.clean_journal_filters(request.GET)
-        page = selectors_journal.journal_page(
+        page = presenters.journal_page(
             selectors_journal.journal_events(filters=filters),
             before=request.GET.get("before", ""),
             after=request.GET.get("after", ""),
@@ -31,7 +31,7 @@ def journal(request):
     except FilterError as exc:
         error = exc
         filters = {k: request.GET.get(k, "") for k in selectors_journal.JOURNAL_FILTER_KEYS}
-        page = JournalPage(events=[], older=None, newer=None)
+        page = presenters.JournalPage(events=[], older=None, newer=None)
     context = {
         "page": page,
         "filters": filters,

@@ -1,5 +1,6 @@
-"""Packs page (issue 5 §8, SPEC §13): export by scope, state and format; import in two steps —
-upload, then a validation preview that writes nothing, then an explicit confirmation. The pack
+"""Packs page (semantics §13): export by scope, state and format; import in two steps — upload,
+then a validation preview that writes nothing, then an explicit confirmation. Moving packs
+either way is for reviewers only, as in the API; viewers see the page and that rule. The pack
 logic is lifecycle.packs; these views only parse the request and render."""
 
 import re
@@ -11,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from cauterweb.api.domain import pack_text
 from lifecycle import packs, selectors_corpus
 from lifecycle.models import RuleState
 from lifecycle.states import Actor
@@ -33,7 +35,7 @@ def _page(request, *, status: int = 200, **context):
         "scopes": [c.scope for c in selectors_corpus.scope_counts()],
         "states": RuleState.values,
         "formats": [(value, label) for value, (label, _) in FORMATS.items()],
-        "can_import": is_reviewer(request.user),
+        "can_move_packs": is_reviewer(request.user),
         "selected": {"scopes": [], "states": ["active"], "format": "yaml"},
         **context,
     }
@@ -45,20 +47,14 @@ def pack_page(request):
     return _page(request)
 
 
-def _export(*, scopes: list[str], states: list[str], fmt: str) -> tuple[str, str]:
-    """(file name, text) of one export; raises packs.InvalidSelection."""
-    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+def _file_name(*, scopes: list[str], fmt: str) -> str:
     if fmt in packs.PACK_FORMATS:
-        text = packs.export_pack(scopes=scopes or None, states=states, fmt=fmt)
-        return f"cauterweb-pack-{stamp}.{fmt}", text
-    if len(scopes) != 1:
-        raise packs.InvalidSelection("agent files are made for exactly one scope", field="scope")
-    text = packs.export_agent_files(scope=scopes[0], fmt=fmt)
+        return f"cauterweb-pack-{timezone.now().strftime('%Y%m%dT%H%M%SZ')}.{fmt}"
     name = {"agents_md": "AGENTS.md", "claude_md": "CLAUDE.md"}.get(fmt)
-    return name or f"{_FILE_SAFE.sub('-', scopes[0]).strip('-') or 'scope'}.mdc", text
+    return name or f"{_FILE_SAFE.sub('-', scopes[0]).strip('-') or 'scope'}.mdc"
 
 
-@login_required
+@reviewer_required
 def pack_export(request):
     """The export as a download (GET: it writes nothing). A bad selection re-renders the form
     with the message and a 400."""
@@ -70,12 +66,12 @@ def pack_export(request):
         messages.error(request, f"format must be one of {', '.join(FORMATS)} (got {fmt!r})")
         return _page(request, status=400, selected=selected)
     try:
-        filename, text = _export(scopes=scopes, states=states, fmt=fmt)
+        text = pack_text(scopes=scopes, states=states, fmt=fmt)
     except packs.InvalidSelection as exc:
         messages.error(request, f"Cannot export ({exc.field}): {exc}")
         return _page(request, status=400, selected=selected)
     response = HttpResponse(text, content_type=FORMATS[fmt][1])
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Content-Disposition"] = f'attachment; filename="{_file_name(scopes=scopes, fmt=fmt)}"'
     return response
 
 
@@ -115,7 +111,7 @@ def _preview_page(request, preview: packs.PackPreview, text: str):
 @require_POST
 @reviewer_required
 def pack_import_confirm(request):
-    """Step two: import the previewed pack as candidates, all or nothing (SPEC §13). The text
+    """Step two: import the previewed pack as candidates, all or nothing (semantics §13). The text
     is validated again: the preview is advice, never a licence."""
     text = request.POST.get("pack_text", "")
     try:

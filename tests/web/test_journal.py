@@ -1,17 +1,19 @@
-"""The journal page and its exports (issue 5 §7, SPEC §10): filters by type, rule, round, actor
+"""The journal page and its exports (issue 5 §7, semantics §10): filters by type, rule, round, actor
 and time; keyset pages that stay index-friendly; JSON Lines and CSV exports of what is filtered;
 bad parameters give a message, never a 500."""
 
 import csv
 import io
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from cauterweb.api import cursor
+from dashboard import presenters
 from lifecycle import selectors_journal
 from lifecycle.models import JournalEvent
 from lifecycle.selectors import FilterError
@@ -195,8 +197,9 @@ def test_the_page_query_orders_by_the_index_and_never_counts_or_offsets(many_eve
     # One million events must stay fast: no COUNT(*), no OFFSET, ORDER BY the (at, id) index.
     filters = selectors_journal.clean_journal_filters({})
     with CaptureQueriesContext(connection) as ctx:
-        page = selectors_journal.journal_page(
-            selectors_journal.journal_events(filters=filters), before=f"{T0.isoformat()}~999999"
+        page = presenters.journal_page(
+            selectors_journal.journal_events(filters=filters),
+            before=cursor.encode_cursor(T0, 999999),
         )
     assert page.events
     (query,) = ctx.captured_queries
@@ -207,12 +210,15 @@ def test_the_page_query_orders_by_the_index_and_never_counts_or_offsets(many_eve
     assert '"LIFECYCLE_JOURNALEVENT"."AT" <=' in sql
 
 
-def test_a_cursor_round_trips():
-    event = JournalEvent(pk=42, at=T0)
-    assert selectors_journal.decode_cursor(selectors_journal.encode_cursor(event), key="x") == (
-        T0,
-        42,
-    )
+def test_a_journal_position_is_the_api_cursor(viewer_client, many_events):
+    page = viewer_client.get(reverse("journal")).context["page"]
+    last = page.events[-1]
+    assert cursor.decode_cursor(page.older, (datetime, int)) == (last.at, last.pk)
+    # The same text pages the API, which walks oldest first: it resumes just past that event.
+    ordered = list(JournalEvent.objects.order_by("at", "id").values_list("id", flat=True))
+    api_page = viewer_client.get("/api/v1/journal", {"cursor": page.older, "limit": 2}).json()
+    following = ordered[ordered.index(last.pk) + 1 :][:2]
+    assert [item["id"] for item in api_page["items"]] == following
 
 
 # --- Exports -----------------------------------------------------------------------------------

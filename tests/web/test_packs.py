@@ -58,15 +58,20 @@ def test_the_packs_page_needs_a_login(client):
     assert client.get(reverse("pack-export")).status_code == 302
 
 
-def test_a_viewer_may_export_but_is_not_offered_the_import(viewer_client, rules):
+def test_a_viewer_is_offered_neither_export_nor_import(viewer_client, rules):
     body = viewer_client.get(reverse("packs")).content.decode()
-    assert 'data-testid="export-form"' in body
+    assert 'data-testid="export-form"' not in body
     assert 'data-testid="import-form"' not in body
+    assert "Only reviewers may export packs" in body
     assert "Only reviewers may import packs" in body
 
 
-def test_the_export_form_offers_the_scopes_states_and_formats(viewer_client, rules):
-    response = viewer_client.get(reverse("packs"))
+def test_a_viewer_may_not_export_as_in_the_api(viewer_client, rules):
+    assert viewer_client.get(reverse("pack-export")).status_code == 403
+
+
+def test_the_export_form_offers_the_scopes_states_and_formats(reviewer_client, rules):
+    response = reviewer_client.get(reverse("packs"))
     assert response.context["scopes"] == ["git", "repo:payments"]
     assert [value for value, _ in response.context["formats"]] == [
         "yaml",
@@ -80,17 +85,17 @@ def test_the_export_form_offers_the_scopes_states_and_formats(viewer_client, rul
 # --- Export ------------------------------------------------------------------------------------
 
 
-def test_the_default_export_is_a_yaml_pack_of_the_active_rules(viewer_client, rules):
-    name, text = download(viewer_client.get(reverse("pack-export")))
+def test_the_default_export_is_a_yaml_pack_of_the_active_rules(reviewer_client, rules):
+    name, text = download(reviewer_client.get(reverse("pack-export")))
     assert name.startswith("cauterweb-pack-") and name.endswith(".yaml")
     document = yaml.safe_load(text)
     assert [r["id"] for r in document["rules"]] == ["R-PUSH", "R-PAY"]
     assert document["checksum"] == packs.pack_checksum(document)
 
 
-def test_a_json_export_selects_by_scope_and_state(viewer_client, rules):
+def test_a_json_export_selects_by_scope_and_state(reviewer_client, rules):
     query = {"format": "json", "scope": "git", "state": ["active", "candidate"]}
-    name, text = download(viewer_client.get(reverse("pack-export"), query))
+    name, text = download(reviewer_client.get(reverse("pack-export"), query))
     assert name.endswith(".json")
     document = json.loads(text)
     assert {r["id"]: r["state"] for r in document["rules"]} == {
@@ -104,8 +109,10 @@ def test_a_json_export_selects_by_scope_and_state(viewer_client, rules):
     ("fmt", "filename"),
     [("agents_md", "AGENTS.md"), ("claude_md", "CLAUDE.md"), ("cursor_mdc", "repo-payments.mdc")],
 )
-def test_agent_files_hold_the_active_rules_of_one_scope(viewer_client, rules, fmt, filename):
-    response = viewer_client.get(reverse("pack-export"), {"format": fmt, "scope": "repo:payments"})
+def test_agent_files_hold_the_active_rules_of_one_scope(reviewer_client, rules, fmt, filename):
+    response = reviewer_client.get(
+        reverse("pack-export"), {"format": fmt, "scope": "repo:payments"}
+    )
     name, text = download(response)
     assert name == filename
     assert "R-PAY" in text and "R-PUSH" not in text
@@ -121,9 +128,9 @@ def test_agent_files_hold_the_active_rules_of_one_scope(viewer_client, rules, fm
     ],
 )
 def test_a_bad_export_request_shows_the_form_again_with_a_message(
-    viewer_client, rules, query, message
+    reviewer_client, rules, query, message
 ):
-    response = viewer_client.get(reverse("pack-export"), query)
+    response = reviewer_client.get(reverse("pack-export"), query)
     assert response.status_code == 400
     assert message in response.content.decode()
     assert 'data-testid="export-form"' in response.content.decode()
