@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
 
+from dashboard.forms import CorpusFilterForm
 from lifecycle import selectors_corpus
 from lifecycle.models import Trajectory
 from lifecycle.selectors import FilterError
@@ -16,22 +17,15 @@ TRAJECTORIES_PER_PAGE = 50
 
 @login_required
 def trajectory_list(request):
+    form = CorpusFilterForm(request.GET, choices=selectors_corpus.corpus_filter_choices())
     error = None
     try:
-        filters = selectors_corpus.clean_corpus_filters(request.GET)
-        trajectories = selectors_corpus.trajectory_list(filters=filters)
+        trajectories = selectors_corpus.trajectory_list(filters=form.filters())
     except FilterError as exc:
         error = exc
-        filters = {key: request.GET.get(key, "") for key in selectors_corpus.CORPUS_FILTER_KEYS}
         trajectories = Trajectory.objects.none()
     page = Paginator(trajectories, TRAJECTORIES_PER_PAGE).get_page(request.GET.get("page"))
-    context = {
-        "page": page,
-        "filters": filters,
-        "filtered": any(filters.get(key) for key in selectors_corpus.CORPUS_FILTER_KEYS),
-        "filter_error": error,
-        "choices": selectors_corpus.corpus_filter_choices(),
-    }
+    context = {"page": page, "form": form, "filter_error": error}
     template_name = fragment(request, "dashboard/corpus/list.html", "trajectory-table")
     return vary_on_htmx(render(request, template_name, context))
 

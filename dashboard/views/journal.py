@@ -1,4 +1,4 @@
-"""Journal page and exports (issue 5 §7, SPEC §10): filter by type, rule, round, actor and time;
+"""Journal page and exports (issue 5 §7, semantics §10): filter by type, rule, round, actor and time;
 page by keyset; export the filtered events as JSON Lines or CSV, streamed."""
 
 from django.contrib.auth.decorators import login_required
@@ -7,6 +7,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard import presenters
+from dashboard.forms import JournalFilterForm
 from lifecycle import selectors_journal
 from lifecycle.selectors import FilterError
 
@@ -20,22 +21,20 @@ EXPORT_FORMATS = {
 
 @login_required
 def journal(request):
+    form = JournalFilterForm(request.GET)
     error = None
     try:
-        filters = selectors_journal.clean_journal_filters(request.GET)
         page = presenters.journal_page(
-            selectors_journal.journal_events(filters=filters),
+            selectors_journal.journal_events(filters=form.filters()),
             before=request.GET.get("before", ""),
             after=request.GET.get("after", ""),
         )
     except FilterError as exc:
         error = exc
-        filters = {k: request.GET.get(k, "") for k in selectors_journal.JOURNAL_FILTER_KEYS}
         page = presenters.JournalPage(events=[], older=None, newer=None)
     context = {
         "page": page,
-        "filters": filters,
-        "filtered": any(filters.get(k) for k in selectors_journal.JOURNAL_FILTER_KEYS),
+        "form": form,
         "filter_error": error,
         "known_types": selectors_journal.KNOWN_TYPES,
         "export_query": _filter_query(request),
@@ -58,7 +57,7 @@ def journal_export(request, fmt: str):
     memory. A bad filter is a 400 with the message, never a 500 or a silently empty file."""
     content_type, lines = EXPORT_FORMATS[fmt]
     try:
-        filters = selectors_journal.clean_journal_filters(request.GET)
+        filters = JournalFilterForm(request.GET).filters()
     except FilterError as exc:
         return HttpResponseBadRequest(
             f"Bad filter {exc.field}: {exc}\n", content_type="text/plain; charset=utf-8"

@@ -7,6 +7,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from dashboard.forms import RuleFilterForm
 from lifecycle import selectors, services
 from lifecycle.models import Rule
 from lifecycle.services import InvalidRule
@@ -19,21 +20,15 @@ RULES_PER_PAGE = 50
 
 @login_required
 def rule_list(request):
+    form = RuleFilterForm(request.GET, choices=selectors.rule_filter_choices())
     error = None
     try:
-        rules = selectors.rule_list(filters=request.GET).only(*selectors.RULE_TABLE_FIELDS)
-        filters = selectors.clean_rule_filters(request.GET)
+        rules = selectors.rule_list(filters=form.filters()).only(*selectors.RULE_TABLE_FIELDS)
     except selectors.FilterError as exc:
         error = exc
         rules = Rule.objects.none()
-        filters = {key: request.GET.get(key, "") for key in selectors.RULE_FILTER_KEYS}
     page = Paginator(rules, RULES_PER_PAGE).get_page(request.GET.get("page"))
-    context = {
-        "page": page,
-        "filters": filters,
-        "filter_error": error,
-        "choices": selectors.rule_filter_choices(),
-    }
+    context = {"page": page, "form": form, "filter_error": error}
     template_name = fragment(request, "dashboard/rules/list.html", "rule-table")
     return vary_on_htmx(render(request, template_name, context))
 
