@@ -195,3 +195,36 @@ class JournalFilterForm(FilterForm):
         if since and until and since >= until:
             self.add_error("since", "since must be before until")
         return cleaned
+
+
+class AnyOf(forms.MultipleChoiceField):
+    """A menu whose values are checked by the domain, not by the menu: the export answers a
+    value it cannot use with the same message as the API."""
+
+    def valid_value(self, value) -> bool:
+        return True
+
+
+class PackExportForm(forms.Form):
+    """What to export; `pack_text` (shared with the API) checks the selection."""
+
+    scope = AnyOf(required=False, widget=forms.SelectMultiple(attrs={"id": "p-scope"}))
+    state = AnyOf(required=False, widget=forms.CheckboxSelectMultiple)
+    format = forms.CharField(required=False, widget=_select("p-format"))
+
+    def __init__(self, data=None, *, scopes: list[str], formats: list[tuple[str, str]]):
+        super().__init__(data, initial={"state": ["active"], "format": "yaml"})
+        self.fields["scope"].choices = [(s, s) for s in scopes]
+        self.fields["scope"].widget.attrs["size"] = min(max(len(scopes), 1), 6)
+        self.fields["state"].choices = [(s, s) for s in RuleState.values]
+        self.fields["format"].widget.choices = formats
+
+    def selection(self) -> dict:
+        """scopes, states (default: active) and format (default: yaml) as the export takes them."""
+        self.is_valid()
+        data = self.cleaned_data
+        return {
+            "scopes": [s for s in data.get("scope", []) if s],
+            "states": data.get("state") or ["active"],
+            "fmt": data.get("format") or "yaml",
+        }

@@ -13,8 +13,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from cauterweb.api.domain import pack_text
+from dashboard.forms import PackExportForm
 from lifecycle import packs, selectors_corpus
-from lifecycle.models import RuleState
 from lifecycle.states import Actor
 
 from . import is_reviewer, reviewer_required
@@ -30,13 +30,14 @@ FORMATS = {
 _FILE_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _page(request, *, status: int = 200, **context):
+def _page(request, *, status: int = 200, export_form: PackExportForm | None = None, **context):
+    scopes = [c.scope for c in selectors_corpus.scope_counts()]
+    formats = [(value, label) for value, (label, _) in FORMATS.items()]
     context = {
-        "scopes": [c.scope for c in selectors_corpus.scope_counts()],
-        "states": RuleState.values,
-        "formats": [(value, label) for value, (label, _) in FORMATS.items()],
+        "scopes": scopes,
+        "formats": formats,
+        "export_form": export_form or PackExportForm(scopes=scopes, formats=formats),
         "can_move_packs": is_reviewer(request.user),
-        "selected": {"scopes": [], "states": ["active"], "format": "yaml"},
         **context,
     }
     return render(request, "dashboard/packs/packs.html", context, status=status)
@@ -58,20 +59,18 @@ def _file_name(*, scopes: list[str], fmt: str) -> str:
 def pack_export(request):
     """The export as a download (GET: it writes nothing). A bad selection re-renders the form
     with the message and a 400."""
-    scopes = [s for s in request.GET.getlist("scope") if s]
-    states = request.GET.getlist("state") or ["active"]
-    fmt = request.GET.get("format", "yaml")
-    selected = {"scopes": scopes, "states": states, "format": fmt}
-    if fmt not in FORMATS:
-        messages.error(request, f"format must be one of {', '.join(FORMATS)} (got {fmt!r})")
-        return _page(request, status=400, selected=selected)
+    formats = [(value, label) for value, (label, _) in FORMATS.items()]
+    scopes = [c.scope for c in selectors_corpus.scope_counts()]
+    form = PackExportForm(request.GET, scopes=scopes, formats=formats)
+    selection = form.selection()
     try:
-        text = pack_text(scopes=scopes, states=states, fmt=fmt)
+        text = pack_text(**selection)
     except packs.InvalidSelection as exc:
         messages.error(request, f"Cannot export ({exc.field}): {exc}")
-        return _page(request, status=400, selected=selected)
-    response = HttpResponse(text, content_type=FORMATS[fmt][1])
-    response["Content-Disposition"] = f'attachment; filename="{_file_name(scopes=scopes, fmt=fmt)}"'
+        return _page(request, status=400, export_form=form)
+    response = HttpResponse(text, content_type=FORMATS[selection["fmt"]][1])
+    name = _file_name(scopes=selection["scopes"], fmt=selection["fmt"])
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 
 
