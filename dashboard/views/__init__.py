@@ -1,4 +1,4 @@
-"""Dashboard views, one module per page family (issue 5). Views stay thin: parse the request,
+"""Dashboard views, one module per page family. Views stay thin: parse the request,
 make one call into selectors/services, render. Shared helpers for every page live here."""
 
 from functools import wraps
@@ -11,7 +11,7 @@ REVIEWERS_GROUP = "reviewers"
 
 
 def is_reviewer(user) -> bool:
-    """Reviewers may retire and re-queue rules and start rounds; viewers only look (SPEC §3)."""
+    """Reviewers may retire and re-queue rules and start rounds; viewers only look (semantics §3)."""
     return user.is_authenticated and user.groups.filter(name=REVIEWERS_GROUP).exists()
 
 

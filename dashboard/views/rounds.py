@@ -1,4 +1,4 @@
-"""Rounds pages (issue 5 §4): the list, a round's detail (polled live while it runs) and the
+"""Rounds pages: the list, a round's detail (polled live while it runs) and the
 reviewers' "Start a round" button."""
 
 from django.contrib import messages
@@ -39,7 +39,7 @@ def round_detail(request, round_id: int):
 @require_POST
 @reviewer_required
 def round_start(request):
-    """Ask for a round (SPEC §9.1). The kick never raises; its detail tells the reviewer
+    """Ask for a round (semantics §9.1). The kick never raises; its detail tells the reviewer
     whether it was queued."""
     result = kick_round(reason="dashboard")
     if result["queued"]:

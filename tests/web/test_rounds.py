@@ -1,4 +1,4 @@
-"""The rounds pages (issue 5 §4): queue order with rotation, validator and verdict per
+"""The rounds pages: queue order with rotation, validator and verdict per
 candidate, live polling while a round runs, and the reviewers' "Start a round" button."""
 
 import pytest
@@ -46,7 +46,7 @@ def candidate_started(rule_id, round_id, validator, **extra):
 
 
 def rotated_rounds():
-    """Three candidates, two rounds: ABC then BCA (SPEC §9.2)."""
+    """Three candidates, two rounds: ABC then BCA (semantics §9.2)."""
     for rule_id in ("A", "B", "C"):
         make_rule(rule_id)
     first = make_round(["A", "B", "C"])
@@ -140,7 +140,7 @@ def test_no_rounds_yet_says_so(viewer_client):
 
 
 def test_a_reviewer_starts_a_round_through_kick_round(reviewer_client, kicks):
-    # SPEC §9.1: the dashboard only asks for a round; the kick never raises.
+    # semantics §9.1: the dashboard only asks for a round; the kick never raises.
     response = reviewer_client.post(reverse("round-start"), follow=True)
     assert kicks == ["dashboard"]
     assert "Round requested: round queued." in response.content.decode()
