@@ -116,3 +116,22 @@ def test_a_dashboard_crash_is_logged_with_its_request_id(viewer_client, monkeypa
     assert response["X-Request-ID"] == "probe-0002"
     logged = stderr_log.getvalue()
     assert "[probe-0002]" in logged and "RuntimeError: dashboard bug" in logged
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"{API}/rules/%00",
+        f"{API}/rules/a%00/retire",
+        f"{API}/scopes/%00/rules",
+        f"{API}/scopes/%00",
+        f"{API}/rules?q=%00",
+        f"{API}/journal?rule=%00",
+        f"{API}/scopes/git/rules?session=%00",
+    ],
+)
+def test_a_nul_in_an_api_address_is_a_json_4xx(client, agent, path):
+    method = client.post if path.endswith("/retire") else client.get
+    response = method(path, **agent)
+    assert 400 <= response.status_code < 500
+    assert_shape(response, response.status_code)
