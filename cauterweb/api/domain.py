@@ -25,6 +25,7 @@ from replay.kick import kick_round, kicks_deferred
 from replay.models import ValidationRound
 
 from . import cursor
+from .presenters import event_out, rule_or_404, rule_out
 
 ROUND_FIELDS = (
     "id",
@@ -123,3 +124,17 @@ def rounds_page(*, position: str | None, limit: int) -> tuple[list[dict], str | 
         rounds = rounds.filter(id__lt=before)
     rows, next_cursor = cursor.page(list(rounds[: limit + 1]), limit, lambda r: (r.id,))
     return [{f: getattr(r, f) for f in ROUND_FIELDS} for r in rows], next_cursor
+
+
+def rule_detail(rule_id: str) -> dict:
+    """A rule with its trial, the evidence that decided it, and its newest journal events."""
+    rule = rule_or_404(rule_id)
+    events, older = selectors.rule_events(rule)
+    decided_by = selectors.rule_decision_event(rule)
+    return {
+        "rule": rule_out(rule),
+        "trial": vars(selectors.trial_panel(rule, decided_by)),
+        "evidence": decided_by.evidence if decided_by else None,
+        "journal": [event_out(e) for e in events],
+        "journal_truncated": older,
+    }

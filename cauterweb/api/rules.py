@@ -16,9 +16,9 @@ from lifecycle.schemas import RetireIn, RetireOut, RuleDetailOut, RuleId, RuleOu
 from lifecycle.services import rule_retire_by_reviewer
 
 from .cursor import MAX_CURSOR
-from .domain import requeue, rules_page
+from .domain import requeue, rule_detail, rules_page
 from .errors import ERRORS, ApiError
-from .presenters import event_out, rule_or_404, rule_out
+from .presenters import rule_or_404, rule_out
 
 router = Router(tags=["rules"])
 MAX_PAGE = 500
@@ -119,13 +119,4 @@ def get_extraction(request, rule_id: RuleId):
     summary="A rule with its trial, the evidence that decided it, and its journal",
 )
 def get_rule(request, rule_id: RuleId):
-    rule = rule_or_404(rule_id)
-    events, older = selectors.rule_events(rule)
-    decided_by = selectors.rule_decision_event(rule)
-    return {
-        "rule": rule_out(rule),
-        "trial": vars(selectors.trial_panel(rule, decided_by)),
-        "evidence": decided_by.evidence if decided_by else None,
-        "journal": [event_out(e) for e in events],
-        "journal_truncated": older,
-    }
+    return rule_detail(rule_id)
