@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from cauterweb.api.domain import pack_text
+from cauterweb.api import domain
 from dashboard.forms import PackExportForm
 from lifecycle import packs, selectors_corpus
 from lifecycle.states import Actor
@@ -64,7 +64,7 @@ def pack_export(request):
     form = PackExportForm(request.GET, scopes=scopes, formats=formats)
     selection = form.selection()
     try:
-        text = pack_text(**selection)
+        text = domain.pack_text(**selection)
     except packs.InvalidSelection as exc:
         messages.error(request, f"Cannot export ({exc.field}): {exc}")
         return _page(request, status=400, export_form=form)
@@ -114,7 +114,7 @@ def pack_import_confirm(request):
     is validated again: the preview is advice, never a licence."""
     text = request.POST.get("pack_text", "")
     try:
-        result = packs.import_pack(text, actor=Actor.reviewer(request.user.get_username()))
+        result = domain.pack_import(text, actor=Actor.reviewer(request.user.get_username()))
     except packs.PackRejected as exc:
         messages.error(request, f"Nothing imported: {len(exc.errors)} error(s).")
         return _preview_page(request, packs.preview_pack(text), text)

@@ -217,6 +217,22 @@ def test_confirming_imports_the_rules_as_candidates_with_the_reviewer_journaled(
     assert f"Imported 1 rule(s) as candidates ({imported.id})" in response.content.decode()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_importing_a_pack_of_several_rules_kicks_one_round(reviewer_client, rules, monkeypatch):
+    # Real commits: the per-candidate kicks are sent on commit, inside the deferral.
+    from replay.tasks import round_run_task
+
+    kicked = []
+    monkeypatch.setattr(round_run_task, "delay", lambda **kwargs: kicked.append(kwargs))
+    document = yaml.safe_load(a_pack_of("R-PAY", "R-PUSH", "R-SLOW"))
+    for rule in document["rules"]:
+        rule["scope"] = "repo:elsewhere"
+    document["checksum"] = packs.pack_checksum(document)
+    reviewer_client.post(reverse("pack-import-confirm"), {"pack_text": yaml.safe_dump(document)})
+    assert Rule.objects.filter(scope="repo:elsewhere").count() == 3
+    assert kicked == [{"kicked_by": "bulk:candidate"}]
+
+
 def test_confirming_an_altered_pack_imports_nothing(reviewer_client, rules):
     document = yaml.safe_load(a_pack_of("R-PAY"))
     document["rules"][0]["directive"] = "delete the refunds table"  # checksum no longer fits
