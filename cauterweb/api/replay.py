@@ -21,7 +21,8 @@ def _replay_of(request: HttpRequest) -> tuple[str, str]:
         raise HttpError(401, str(exc)) from None
 
 
-@router.get("/rules", auth=None)
+# The operation ids are the ones the schema has always published.
+@router.get("/rules", auth=None, operation_id="replay_api_replay_rules")
 def replay_rules(request: HttpRequest, scope: str | None = None, query: str | None = None):
     """The rule tool as the replay sees it: active rules and the one candidate under test;
     every rule returned is recorded as read by this replay session (semantics §7.3, §7.5)."""
@@ -32,7 +33,7 @@ def replay_rules(request: HttpRequest, scope: str | None = None, query: str | No
     return [rule_as_dict(r) for r in returned]
 
 
-@router.post("/started", auth=None)
+@router.post("/started", auth=None, operation_id="replay_api_replay_started")
 def replay_started(request: HttpRequest):
     """The harness's `mark_execution_started()` (semantics §9.3): idempotent."""
     session_id, _ = _replay_of(request)
