@@ -6,7 +6,7 @@ PostgreSQL; median server-side time of the calls a live harness makes most.
 
 Each call goes through Django's test client (middleware, token auth, handler, queries, JSON;
 no network) `--runs` times after one warm-up. Round kicks stop at the broker: this measures the
-request path, which never waits for a round (SPEC §9.4). Prints one line a figure.
+request path, which never waits for a round (semantics §9.4). Prints one line a figure.
 """
 
 import argparse

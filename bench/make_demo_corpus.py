@@ -9,7 +9,7 @@ replayable case has a `replay_input` in the format of the simulated harness
 when a rule with the right directive is read there, the hazard states of a win where a bad
 directive harms it.
 
-The F-001 situation of SPEC §11 is here exactly: eight non-fast-forward push failures, five of
+The F-001 situation of semantics §11 is here exactly: eight non-fast-forward push failures, five of
 which quote git's "(non-fast-forward)" line (the other three get git's "(fetch first)"
 wording), and three successful or recovered git sessions whose prose shares enough words with
 "when git push fails with non-fast-forward" for the legacy lexical gate to fire: S-022 (a git
@@ -1462,12 +1462,12 @@ win(
 )
 
 
-# --- Candidates (SPEC §15 record_candidates) ------------------------------------------------
+# --- Candidates (semantics §15 record_candidates) ------------------------------------------------
 # What each is for is in the comment beside it; tests/test_gate.py and the engine's demo test
 # rely on C-001, C-002, C-009, C-010 and C-012 as described.
 CANDIDATES = [
     # The F-001 rule: right, replay rescues the failing pushes (promote). Its gate is the
-    # SPEC §11 example: lexical INCONCLUSIVE, signature PASS.
+    # semantics §11 example: lexical INCONCLUSIVE, signature PASS.
     {
         "id": "C-001",
         "trigger": "when git push fails with non-fast-forward",

@@ -1,6 +1,6 @@
 """Django admin: tokens are created and revoked here through the token services (so each is
 journaled and the clear key is shown exactly once); the domain tables are read-only, because
-every state change goes through a service that journals it (SPEC §3, §10)."""
+every state change goes through a service that journals it (semantics §3, §10)."""
 
 from django import forms
 from django.contrib import admin, messages

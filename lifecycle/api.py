@@ -3,7 +3,7 @@
 Each handler makes one call into the domain layer (corpus, intake, services, scopes, packs,
 selectors) and maps its exceptions to JSON errors `{"detail", "errors": [{"loc", "msg"}]}`.
 Bad input is never a 500. There is no endpoint that promotes a rule and no input carries a
-rule state: only the engine promotes (SPEC §3).
+rule state: only the engine promotes (semantics §3).
 """
 
 import base64
@@ -233,12 +233,12 @@ def _page(rows: list, limit: int, key) -> tuple[list, str | None]:
     operation_id="importTrajectories",
     auth=WRITE,
     response={200: ImportOut, **ERRORS},
-    openapi_extra=_batch_body(TrajectoryIn, "trajectory (SPEC §2)"),
+    openapi_extra=_batch_body(TrajectoryIn, "trajectory (semantics §2)"),
     summary="Import corpus trajectories (import_corpus semantics)",
     tags=["corpus"],
 )
 def post_trajectories(request, replace: bool = False):
-    """Atomic and idempotent (SPEC §2): same ids with the same content change nothing; changed
+    """Atomic and idempotent (semantics §2): same ids with the same content change nothing; changed
     content is a conflict unless `replace=true`."""
     if _is_jsonl(request):
         lines = _body(request).splitlines()
@@ -262,7 +262,7 @@ def post_trajectories(request, replace: bool = False):
     operation_id="postReports",
     auth=WRITE,
     response={200: ImportOut, **ERRORS},
-    openapi_extra=_batch_body(ReportIn, "session report (SPEC §2)"),
+    openapi_extra=_batch_body(ReportIn, "session report (semantics §2)"),
     summary="Post live session reports; a validation round is kicked",
     tags=["reports"],
 )
@@ -276,13 +276,13 @@ def post_reports(request):
     operation_id="recordCandidates",
     auth=WRITE,
     response={200: CandidatesOut, **ERRORS},
-    openapi_extra=_batch_body(CandidateIn, "candidate rule (SPEC §3)"),
+    openapi_extra=_batch_body(CandidateIn, "candidate rule (semantics §3)"),
     summary="Record candidate rules; each is returned with its forward-trial baseline",
     tags=["rules"],
 )
 def post_candidates(request):
     rows = _rows(request)
-    # One round after the batch, not one per candidate (SPEC §9.1).
+    # One round after the batch, not one per candidate (semantics §9.1).
     with kicks_deferred():
         result, rules = record_candidates(rows, actor=request_actor(request))
     return {
@@ -393,7 +393,7 @@ def post_requeue(request, rule_id: RuleId):
     operation_id="gateReport",
     auth=READ,
     response={200: dict, **ERRORS},
-    summary="The corpus gate with both matchers, side by side (SPEC §11)",
+    summary="The corpus gate with both matchers, side by side (semantics §11)",
     tags=["reports on a rule"],
 )
 def get_gate(request, rule_id: RuleId):
@@ -405,7 +405,7 @@ def get_gate(request, rule_id: RuleId):
     operation_id="extractionReport",
     auth=READ,
     response={200: dict, **ERRORS},
-    summary="Extraction accuracy against the source case's expected rule (SPEC §12)",
+    summary="Extraction accuracy against the source case's expected rule (semantics §12)",
     description="A separate number from replay fidelity: never combined with it. 404 when the "
     "rule's source case carries no expected_rule.",
     tags=["reports on a rule"],
@@ -436,7 +436,7 @@ class JournalQuery(Schema):
     operation_id="listJournal",
     auth=READ,
     response={200: EventPageOut, **ERRORS},
-    summary="Journal events, oldest first, cursor-paginated (SPEC §10)",
+    summary="Journal events, oldest first, cursor-paginated (semantics §10)",
     tags=["journal"],
 )
 def get_journal(request, query: Query[JournalQuery]):
@@ -473,7 +473,7 @@ class RoundQuery(Schema):
     operation_id="listRounds",
     auth=READ,
     response={200: RoundPageOut, **ERRORS},
-    summary="Validation rounds, newest first (SPEC §9)",
+    summary="Validation rounds, newest first (semantics §9)",
     tags=["rounds"],
 )
 def get_rounds(request, query: Query[RoundQuery]):
@@ -521,7 +521,7 @@ def post_round(request):
     return Status(202, kicked)
 
 
-# ---- the rule tool and scope files (SPEC §4, §5) -------------------------------------------
+# ---- the rule tool and scope files (semantics §4, §5) -------------------------------------------
 
 
 class ToolQuery(Schema):
@@ -535,7 +535,7 @@ class ToolQuery(Schema):
     auth=READ,
     response={200: ToolReadOut, **ERRORS},
     summary="The rule tool: active rules (narrowed by query) and always every candidate",
-    description="Each read is recorded against `session` (SPEC §5). Pass the agent's session "
+    description="Each read is recorded against `session` (semantics §5). Pass the agent's session "
     "id so a candidate's trial can tell whether the session read it.",
     tags=["rule tool"],
 )
@@ -553,14 +553,14 @@ def get_scope_rules(
     operation_id="scopeFile",
     auth=READ,
     response={200: ScopeFileOut, **ERRORS},
-    summary="The rendered scope file: active rules, then the provisional ones (SPEC §4)",
+    summary="The rendered scope file: active rules, then the provisional ones (semantics §4)",
     tags=["rule tool"],
 )
 def get_scope(request, scope: ScopeName):
     return {"scope": scope, "text": render_scope(scope)}
 
 
-# ---- packs (SPEC §13) ----------------------------------------------------------------------
+# ---- packs (semantics §13) ----------------------------------------------------------------------
 
 
 class PackQuery(Schema):

@@ -1,5 +1,5 @@
 """Who is calling the API (issue 6): a bearer token of role `agent` or `reviewer`, or a
-dashboard session for reads. No role can promote: promotion has no endpoint at all (SPEC §3).
+dashboard session for reads. No role can promote: promotion has no endpoint at all (semantics §3).
 """
 
 from datetime import timedelta

@@ -1,4 +1,4 @@
-"""Corpus import (SPEC §2): parse JSON Lines, validate every line, then write in bulk.
+"""Corpus import (semantics §2): parse JSON Lines, validate every line, then write in bulk.
 
 Import is atomic: a file with any bad line writes nothing and reports every bad line with its
 line number and the field at fault. Re-importing the same ids is idempotent.
@@ -183,7 +183,7 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
         "started_at": started_at,
         "corpus": obj.get("corpus") or "",
         "expected_rule": expected,
-        # SPEC §2: replayable defaults to true when the trajectory has steps.
+        # semantics §2: replayable defaults to true when the trajectory has steps.
         "replayable": bool(steps) if replayable is None else replayable,
         "replay_input": obj.get("replay_input"),
         "meta": meta or {},
@@ -192,7 +192,7 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
 
 
 def trajectory_atoms(fields: dict) -> list[str]:
-    """Atoms indexed for matching: the signature plus the notices (SPEC §11)."""
+    """Atoms indexed for matching: the signature plus the notices (semantics §11)."""
     return list(dict.fromkeys([*fields["signature"], *fields["notices"]]))
 
 

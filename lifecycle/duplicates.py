@@ -3,11 +3,11 @@ rule of its scope is linked to it as a probable duplicate and journaled, instead
 piling up copies.
 
 "Says the same" needs both kinds of evidence:
-- the comparator of SPEC §12 (`comparison.compare.compare_many`) gives the verdict `match`
+- the comparator of semantics §12 (`comparison.compare.compare_many`) gives the verdict `match`
   — it sees through rewording and is not fooled by shared words;
 - the signatures are compatible: the failure-mode atoms of one are a subset of the other's
   (one rule may be more specific), or, for two rules without failure-mode atoms, the notices
-  they fire on overlap (SPEC §11). A rule about `error:auth_denied` never duplicates one about
+  they fire on overlap (semantics §11). A rule about `error:auth_denied` never duplicates one about
   `error:non_fast_forward`, however alike the prose.
 
 Only candidates and active rules of the same scope are compared (retired rules are history,

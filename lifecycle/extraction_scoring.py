@@ -1,4 +1,4 @@
-"""Extraction accuracy of stored rules (SPEC §12): each rule whose source case carries an
+"""Extraction accuracy of stored rules (semantics §12): each rule whose source case carries an
 `expected_rule`, scored against it by `comparison.compare.compare_rules`.
 
 This is a separate number from replay fidelity and stays one: nothing here reads a verdict,
@@ -83,7 +83,7 @@ def _rule_part(number: int, obj: dict, name: str) -> tuple[dict | None, list[Lin
 
 
 def parse_pairs(rows) -> list[tuple[int, dict, dict, list[str] | None]]:
-    """Lines of `compare_rules --pairs` (SPEC §15): each `{"extracted": {trigger, directive},
+    """Lines of `compare_rules --pairs` (semantics §15): each `{"extracted": {trigger, directive},
     "expected": {trigger, directive}}`, optionally `extracted_signature` (atoms); other keys
     (labels, notes) are ignored. Raises ImportRejected naming every bad line."""
     good, errors = [], []

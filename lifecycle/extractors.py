@@ -14,7 +14,7 @@
   an error, and then nothing at all is recorded.
 
 Proposals are recorded as candidates by the extractor (author kind `extractor`): they are
-evaluated like any other candidate and promote only on evidence (SPEC §3).
+evaluated like any other candidate and promote only on evidence (semantics §3).
 """
 
 import json

@@ -1,4 +1,4 @@
-"""The corpus gate (SPEC §11): the quick offline check of what a rule would fire on.
+"""The corpus gate (semantics §11): the quick offline check of what a rule would fire on.
 
 Over the stored corpus, for one rule and one matcher:
 
@@ -24,7 +24,7 @@ Two matchers, always shown side by side (`gate_both`):
   tool, input, output, error — but not the step atoms) into lower-case runs of letters and
   digits ("non-fast-forward" → non, fast, forward), drops the stop words in `STOP_WORDS`, and
   fires when at least `LEXICAL_THRESHOLD` (half) of the trigger's remaining words occur in the
-  prose. On F-001 it fires on a `git pull` that printed "Fast-forward" (SPEC §11).
+  prose. On F-001 it fires on a `git pull` that printed "Fast-forward" (semantics §11).
 """
 
 import re
@@ -134,7 +134,7 @@ class LexicalCorpus:
 
 
 def rule_failure_family(rule: Rule, registry: Registry | None = None) -> tuple[frozenset[str], str]:
-    """(ids of the failures in the rule's family, how the family was chosen) — SPEC §11."""
+    """(ids of the failures in the rule's family, how the family was chosen) — semantics §11."""
     failures = Trajectory.objects.filter(kind=TrajectoryKind.FAILURE)
     if rule.source_case:
         source = Trajectory.objects.filter(pk=rule.source_case).values_list("signature", flat=True)
@@ -176,7 +176,7 @@ def gate_report(
 def gate_both(
     rule: Rule, *, corpus: LexicalCorpus | None = None, registry: Registry | None = None
 ) -> dict:
-    """Both matchers side by side, as the gate is always shown (SPEC §11)."""
+    """Both matchers side by side, as the gate is always shown (semantics §11)."""
     registry = registry if registry is not None else load_registry()
     corpus = corpus or LexicalCorpus.load()
     return {

@@ -1,4 +1,4 @@
-"""Candidates and reports in (SPEC §2, §3, §15): the same validation for the command line and
+"""Candidates and reports in (semantics §2, §3, §15): the same validation for the command line and
 the API. Every bad line is reported with its number and field; nothing is written unless
 every line is good."""
 
@@ -50,7 +50,7 @@ def _unknown_keys(number: int, obj: dict, allowed: set[str]) -> list[LineError]:
 
 
 def parse_candidates(rows) -> list[tuple[int, dict]]:
-    """Validate candidate lines (SPEC §15 `record_candidates`); raises ImportRejected."""
+    """Validate candidate lines (semantics §15 `record_candidates`); raises ImportRejected."""
     registry = load_registry()
     good: list[tuple[int, dict]] = []
     errors: list[LineError] = []
@@ -195,7 +195,7 @@ def parse_report(number: int, obj: object) -> tuple[dict | None, list[LineError]
 
 
 def ingest_reports(rows, *, actor: str = "harness", now: datetime | None = None) -> ImportResult:
-    """Store reports (SPEC §2), idempotent on (session_id, at); a report sent again with other
+    """Store reports (semantics §2), idempotent on (session_id, at); a report sent again with other
     content replaces the stored one. Trial enrolment runs in the same transaction (the
     `reports_stored` signal); a round is kicked after commit."""
     parsed: dict[tuple[str, datetime], tuple[int, dict]] = {}

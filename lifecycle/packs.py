@@ -1,4 +1,4 @@
-"""Rule packs (SPEC §13) and the agent files (AGENTS.md, CLAUDE.md, Cursor rules).
+"""Rule packs (semantics §13) and the agent files (AGENTS.md, CLAUDE.md, Cursor rules).
 
 One implementation for the commands, the API and the dashboard. A pack is plain data: YAML is
 read with a safe loader that also refuses anchors/aliases and timestamps, so nothing in a pack
@@ -281,7 +281,7 @@ def _agent_rule_block(rule: Rule, decision: JournalEvent | None) -> str:
 def export_agent_files(*, scope: str, fmt: str = "agents_md", now: datetime | None = None) -> str:
     """The active rules of a scope as a file agents already read: AGENTS.md, CLAUDE.md or a
     Cursor rule (`.cursor/rules/<scope>.mdc`). Candidates are not listed: they are read through
-    the rule tool, where their reads are recorded (SPEC §5)."""
+    the rule tool, where their reads are recorded (semantics §5)."""
     _check_selection([scope], ["active"], fmt, AGENT_FILE_FORMATS)
     now = now or timezone.now()
     rules = _selected_rules([scope], ["active"])
@@ -539,7 +539,7 @@ def preview_pack(text: str) -> PackPreview:
 
 
 def import_pack(text: str, *, actor: Actor, now: datetime | None = None) -> dict:
-    """Import a pack's rules as candidates, all or nothing (SPEC §13). A reviewer's action;
+    """Import a pack's rules as candidates, all or nothing (semantics §13). A reviewer's action;
     the rules are recorded by the pack itself (`name@version`) with the exported evidence
     kept as provenance — shown, not trusted."""
     if actor.kind != ActorKind.REVIEWER:

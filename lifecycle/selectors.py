@@ -27,9 +27,9 @@ class FilterError(ValueError):
 #   state            candidate | active | retired
 #   scope            a scope name, exact (e.g. "git", "repo:payments")
 #   validator        replay | forward_trial (the validator of the rule's last attempt) | none
-#   pending_reason   one of SPEC §10's pending reasons, or not_attempted
-#   metric           a registered metric name or alias; matches the whole family (SPEC §1)
-#   has_ground_truth yes | no: the rule's source case carries an expected_rule (SPEC §12)
+#   pending_reason   one of semantics §10's pending reasons, or not_attempted
+#   metric           a registered metric name or alias; matches the whole family (semantics §1)
+#   has_ground_truth yes | no: the rule's source case carries an expected_rule (semantics §12)
 #   q                words searched in id, trigger and directive (case-insensitive)
 #   sort             one of RULE_SORTS, "-" prefix for descending; default -recorded
 RULE_FILTER_KEYS = (
@@ -290,7 +290,7 @@ def signed(value: float) -> str:
 
 def attribution_words(entry: dict) -> str:
     """One attribution decision in words, e.g. "coherence −0.09: not attributable — not in
-    retire_on" (SPEC §7.7)."""
+    retire_on" (semantics §7.7)."""
     decision = entry.get("decision", "")
     words = _DECISION_WORDS.get(decision, decision.replace("_", " "))
     why = entry.get("why") or ("not in retire_on" if decision == "not_attributable" else "")
@@ -317,7 +317,7 @@ def attribution_lines(entries: list[dict]) -> list[str]:
 
 
 def delta_class(delta, *, promote_margin: float, regress_margin: float) -> str:
-    """Red at or past the regression margin, green at or past the promotion margin (SPEC §7.7–8)."""
+    """Red at or past the regression margin, green at or past the promotion margin (semantics §7.7–8)."""
     if not isinstance(delta, int | float):
         return "delta-flat"
     if delta <= -regress_margin:
@@ -442,7 +442,7 @@ def trial_panel(rule: Rule, decided_by: JournalEvent | None) -> TrialPanel:
 
 
 def extraction_parts(extraction: dict | None) -> list[tuple[dict, str]]:
-    """Trigger and directive rows of the extraction diff (SPEC §12): expected, extracted, the
+    """Trigger and directive rows of the extraction diff (semantics §12): expected, extracted, the
     word diff and that part's scores."""
     if not extraction:
         return []
@@ -460,7 +460,7 @@ def extraction_parts(extraction: dict | None) -> list[tuple[dict, str]]:
 
 
 def gate_columns(gate: dict) -> list[dict]:
-    """The lexical and signature gates side by side (SPEC §11), each with the trajectories it
+    """The lexical and signature gates side by side (semantics §11), each with the trajectories it
     fired on, so a success the lexical matcher breaks is visible next to the signature result."""
     columns = []
     for matcher in ("lexical", "signature"):
@@ -487,14 +487,14 @@ DECISION_TYPES = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
 
 
 def rule_events(rule: Rule, *, limit: int = TIMELINE_LIMIT) -> tuple[list[JournalEvent], bool]:
-    """The rule's newest `limit` journal events, oldest first (SPEC §10), and whether older
+    """The rule's newest `limit` journal events, oldest first (semantics §10), and whether older
     ones exist."""
     newest = list(JournalEvent.objects.filter(rule=rule).order_by("-at", "-id")[: limit + 1])
     return newest[:limit][::-1], len(newest) > limit
 
 
 def replay_case_limit() -> int:
-    """The most cases the engine replays for one rule in its life (SPEC §7.1, §7.2, §7.10):
+    """The most cases the engine replays for one rule in its life (semantics §7.1, §7.2, §7.10):
     the rule page shows them all in normal operation, and no more than that otherwise."""
     per_round = settings.CAUTERWEB_MAX_FAILING_CASES + settings.CAUTERWEB_MAX_PROTECTED_WINS
     return per_round * settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS
@@ -517,7 +517,7 @@ def rule_replay_events(rule: Rule) -> list[JournalEvent]:
 
 def rule_decision_event(rule: Rule) -> JournalEvent | None:
     """The event that took the rule out of `candidate`: its promotion or retirement, by the
-    engine or by a reviewer (SPEC §10). None for a candidate."""
+    engine or by a reviewer (semantics §10). None for a candidate."""
     if rule.state == RuleState.CANDIDATE:
         return None
     return (
@@ -528,8 +528,8 @@ def rule_decision_event(rule: Rule) -> JournalEvent | None:
 
 
 def rule_detail(rule: Rule) -> dict:
-    """Everything the rule page shows. The corpus gate (SPEC §11) and the extraction diff
-    (SPEC §12) come from their own modules and are kept apart from replay evidence."""
+    """Everything the rule page shows. The corpus gate (semantics §11) and the extraction diff
+    (semantics §12) come from their own modules and are kept apart from replay evidence."""
     # Imported here, not at start-up: extraction scoring loads the embedding model, and the
     # rule-list API that shares this module needs neither.
     from .extraction_scoring import extraction_for_rule

@@ -1,6 +1,6 @@
 """Reads for the corpus and scope pages (issue 5 §5, §6). A fixed number of queries whatever the
 corpus size: filters are indexed lookups, the list is paginated in the database, and the rules
-matching a trajectory are decided by the one SPEC §11 match function over one read of the rules.
+matching a trajectory are decided by the one semantics §11 match function over one read of the rules.
 """
 
 from collections import Counter
@@ -119,7 +119,7 @@ class RuleAtoms:
 def rules_matching_atoms(
     trajectory_atoms: frozenset[str], rules: list[RuleAtoms], registry: Registry
 ) -> list[RuleAtoms]:
-    """The rules that fire on a trajectory with these atoms, by the SPEC §11 signature match;
+    """The rules that fire on a trajectory with these atoms, by the semantics §11 signature match;
     never by shared words."""
     families: dict[str, frozenset[str]] = {}
     matching = []
@@ -176,7 +176,7 @@ class ScopeCounts:
 
     @property
     def in_force(self) -> int:
-        """Rules the rule tool returns for this scope (SPEC §4: candidates always)."""
+        """Rules the rule tool returns for this scope (semantics §4: candidates always)."""
         return self.active + self.candidate
 
 

@@ -1,4 +1,4 @@
-"""Every state change of a rule is one function here (SPEC §3): it checks who may do it, locks
+"""Every state change of a rule is one function here (semantics §3): it checks who may do it, locks
 the rule row, writes the new state and its journal event in one transaction, and is
 idempotent. Follow-ups (kicking a round) are enqueued on commit."""
 
@@ -50,7 +50,7 @@ def journal_write(
     evidence: dict | None = None,
     at: datetime | None = None,
 ) -> JournalEvent:
-    """Append one event (SPEC §10). Call it inside the transaction of the change it records."""
+    """Append one event (semantics §10). Call it inside the transaction of the change it records."""
     return JournalEvent.objects.create(
         type=type,
         at=at or timezone.now(),
@@ -119,7 +119,7 @@ def rule_content_hash(fields: dict) -> str:
 
 
 def baseline_for(*, metric: str, now: datetime | None = None) -> tuple[float, int, int]:
-    """The forward-trial baseline of a rule on `metric`, from recent reports (SPEC §8)."""
+    """The forward-trial baseline of a rule on `metric`, from recent reports (semantics §8)."""
     window = settings.CAUTERWEB_BASELINE_WINDOW
     rows = (
         Report.objects.filter(has_notice=True)
@@ -146,7 +146,7 @@ def rule_record_candidate(
     provenance: dict | None = None,
     now: datetime | None = None,
 ) -> tuple[Rule, bool]:
-    """Record a candidate (SPEC §3) with its baseline (SPEC §8). Returns (rule, created).
+    """Record a candidate (semantics §3) with its baseline (semantics §8). Returns (rule, created).
 
     Idempotent: the same content (under the same id, if one is given) returns the stored rule.
     A given id whose stored text differs is refused: a recorded rule's text is immutable."""
@@ -246,7 +246,7 @@ def _decide(
 ) -> bool:
     """Move a rule by `action` and journal it, once. False when the rule is no longer in a
     state the action starts from (already decided, retired by hand): applying the same verdict
-    twice is a no-op (SPEC §3)."""
+    twice is a no-op (semantics §3)."""
     check_allowed(action, actor)
     now = now or timezone.now()
     with transaction.atomic():
@@ -286,7 +286,7 @@ def rule_promote(
     round_id: int | None = None,
     now: datetime | None = None,
 ) -> bool:
-    """Promote a candidate to active. Only the validation engine may (SPEC §3)."""
+    """Promote a candidate to active. Only the validation engine may (semantics §3)."""
     return _decide(
         action=Action.PROMOTE,
         event_type="rule_promoted",
@@ -310,7 +310,7 @@ def rule_retire(
     round_id: int | None = None,
     now: datetime | None = None,
 ) -> bool:
-    """Retire a candidate on evidence. Only the validation engine may (SPEC §3)."""
+    """Retire a candidate on evidence. Only the validation engine may (semantics §3)."""
     return _decide(
         action=Action.RETIRE,
         event_type="rule_retired",
@@ -406,7 +406,7 @@ def rules_decide(
 def rule_retire_by_reviewer(
     *, rule_id: str, actor: Actor, reason: str, now: datetime | None = None
 ) -> bool:
-    """A human reviewer retires a candidate or an active rule, with a reason (SPEC §3)."""
+    """A human reviewer retires a candidate or an active rule, with a reason (semantics §3)."""
     reason = (reason or "").strip()
     if not reason:
         raise InvalidRule("a reason is required to retire a rule by hand", field="reason")
@@ -430,7 +430,7 @@ def rule_retire_by_reviewer(
 
 
 def rule_requeue(*, rule_id: str, actor: Actor, now: datetime | None = None) -> Rule:
-    """Re-queue a retired rule as a new candidate version that links to it (SPEC §3).
+    """Re-queue a retired rule as a new candidate version that links to it (semantics §3).
     Re-queuing the same rule twice returns the version already queued."""
     check_allowed(Action.REQUEUE, actor)
     with transaction.atomic():

@@ -1,4 +1,4 @@
-"""Callbacks of the HTTP replay backend (SPEC §14): the rule tool and the started signal for
+"""Callbacks of the HTTP replay backend (semantics §14): the rule tool and the started signal for
 one replay, authorised by the per-replay token the engine sent with the case."""
 
 from django.http import HttpRequest
@@ -25,7 +25,7 @@ def _replay_of(request: HttpRequest) -> tuple[str, str]:
 @router.get("/rules", auth=None)
 def replay_rules(request: HttpRequest, scope: str | None = None, query: str | None = None):
     """The rule tool as the replay sees it: active rules and the one candidate under test;
-    every rule returned is recorded as read by this replay session (SPEC §7.3, §7.5)."""
+    every rule returned is recorded as read by this replay session (semantics §7.3, §7.5)."""
     session_id, rule_id = _replay_of(request)
     active, candidates = scope_rules(scope or None, query=query, visible_candidates=[rule_id])
     returned = active + candidates
@@ -35,7 +35,7 @@ def replay_rules(request: HttpRequest, scope: str | None = None, query: str | No
 
 @router.post("/started", auth=None)
 def replay_started(request: HttpRequest):
-    """The harness's `mark_execution_started()` (SPEC §9.3): idempotent."""
+    """The harness's `mark_execution_started()` (semantics §9.3): idempotent."""
     session_id, _ = _replay_of(request)
     updated = ReplaySession.objects.filter(pk=session_id, started_at__isnull=True).update(
         started_at=timezone.now()

@@ -10,7 +10,7 @@ class ReplayConfig(AppConfig):
 
         from . import receivers
 
-        # Enrolment commits or rolls back with the reports (SPEC §8); kicks come after commit.
+        # Enrolment commits or rolls back with the reports (semantics §8); kicks come after commit.
         signals.reports_stored.connect(receivers.enrol_reports, dispatch_uid="replay.enrol")
         signals.reports_received.connect(receivers.kick_on_reports, dispatch_uid="replay.kick_r")
         signals.candidate_recorded.connect(

@@ -1,5 +1,5 @@
 """Builders for the dashboard tests: rules, journal events and rounds in the agreed evidence
-shapes (SPEC §10), written straight to the tables so a test reads like the situation it sets up."""
+shapes (semantics §10), written straight to the tables so a test reads like the situation it sets up."""
 
 import sys
 import types

@@ -3,7 +3,7 @@ reports, records a candidate, reads rules through the rule tool, and sees the ve
 over real HTTP against a running server. The operator's one out-of-band step is creating the
 token (`create_token`).
 
-No replay backend is configured, so the engine decides by forward trial (SPEC §8) with a
+No replay backend is configured, so the engine decides by forward trial (semantics §8) with a
 trial of three sessions."""
 
 import io
@@ -54,7 +54,7 @@ class Harness:
         return self.call("postReports", json=body).json()
 
     def wait_for(self, rule_id: str, *, state: str, timeout_s: float = 20.0) -> dict:
-        # Rounds run after the report's commit; the request never waits for them (SPEC §9.4).
+        # Rounds run after the report's commit; the request never waits for them (semantics §9.4).
         deadline = time.monotonic() + timeout_s
         while True:
             rule = self.call("getRule", path_params={"rule_id": rule_id}).json()
@@ -102,7 +102,7 @@ def test_a_harness_sees_its_candidate_promoted_over_http_only(harness):
             path_params={"scope": "git"},
             params={"session": session, "query": "action:git.push error:non_fast_forward"},
         ).json()
-        assert candidate["id"] in [r["id"] for r in read["rules"]]  # SPEC §4: always returned
+        assert candidate["id"] in [r["id"] for r in read["rules"]]  # semantics §4: always returned
         harness.report(session, T0 + timedelta(hours=1, minutes=n), rules_read=[candidate["id"]])
 
     detail = harness.wait_for(candidate["id"], state="active")
@@ -120,7 +120,7 @@ def test_a_harness_sees_its_candidate_promoted_over_http_only(harness):
     ).json()["items"]
     assert [(e["type"], e["actor"]) for e in promoted] == [("rule_promoted", "engine")]
     # Now a standing rule: the rule tool returns it as active for a state that matches its
-    # signature (SPEC §11), and not for one that merely shares an atom.
+    # signature (semantics §11), and not for one that merely shares an atom.
     matching, unrelated = (
         harness.call("ruleTool", path_params={"scope": "git"}, params={"query": q}).json()
         for q in ("action:git.push error:non_fast_forward tool:git", "action:git.pull")

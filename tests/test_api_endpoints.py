@@ -148,7 +148,7 @@ def test_an_agent_cannot_retire_even_a_rule_it_recorded(client, keys):
     assert response.status_code == 403
 
 
-# ---- no role can promote (SPEC §3) ---------------------------------------------------------
+# ---- no role can promote (semantics §3) ---------------------------------------------------------
 
 
 def _resolve(schema, node):
@@ -374,7 +374,7 @@ def test_a_missing_token_is_401_with_a_bearer_challenge(client):
 
 
 def test_the_rule_tool_narrows_active_rules_but_returns_every_candidate(client, keys):
-    # SPEC §4–§5: the query may narrow active rules, never candidates; the read is recorded.
+    # semantics §4–§5: the query may narrow active rules, never candidates; the read is recorded.
     world()
     candidate("C-2", trigger="when docker build fails", directive="prune", signature=[])
     response = call(

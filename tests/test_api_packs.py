@@ -1,4 +1,4 @@
-"""Rule packs and agent files (SPEC §13): one implementation for commands, API and dashboard."""
+"""Rule packs and agent files (semantics §13): one implementation for commands, API and dashboard."""
 
 import json
 from datetime import UTC, datetime
@@ -28,7 +28,7 @@ REVIEWER = Actor.reviewer("rita")
 
 
 def replay_evidence(case="F-001", delta=0.4):
-    """The shape of a `rule_promoted` event (SPEC §10) as the engine writes it."""
+    """The shape of a `rule_promoted` event (semantics §10) as the engine writes it."""
     return {
         "validator": "replay",
         "deciding_metric": "task_completion",
@@ -82,7 +82,7 @@ def exported_from_another_instance(fmt="yaml", **kwargs) -> str:
 
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_a_pack_round_trips_into_an_empty_database_as_candidates(fmt):
-    # SPEC §13: same rules, scopes, metrics and signatures; imported as candidates.
+    # semantics §13: same rules, scopes, metrics and signatures; imported as candidates.
     text = exported_from_another_instance(fmt)
 
     result = import_pack(text, actor=REVIEWER)
@@ -124,7 +124,7 @@ def test_imported_rules_are_recorded_by_the_pack_and_keep_its_evidence_untrusted
             "delta": 0.4,
         }
     ]
-    # The evidence from elsewhere decides nothing: the candidate waits for its own (SPEC §13).
+    # The evidence from elsewhere decides nothing: the candidate waits for its own (semantics §13).
     assert rule.pending_text == "not yet attempted"
     assert list(JournalEvent.objects.order_by("id").values_list("type", "actor", "rule")) == [
         ("rule_added", f"cauterweb@{version}", "R-1"),
@@ -247,7 +247,7 @@ def test_malformed_packs_are_refused_with_a_message(text, message):
 
 
 def test_every_rule_is_validated_before_any_is_written():
-    # SPEC §13: one bad rule (anywhere) and nothing is imported; each error names its path.
+    # semantics §13: one bad rule (anywhere) and nothing is imported; each error names its path.
     document = yaml.safe_load(exported_from_another_instance())
     document["rules"][1]["metric"] = "vibes"
     document["rules"][0]["signature"] = ["not an atom"]

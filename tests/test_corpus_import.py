@@ -1,4 +1,4 @@
-"""Corpus import (SPEC §2): atomic, every bad line named, idempotent, expected_rule kept."""
+"""Corpus import (semantics §2): atomic, every bad line named, idempotent, expected_rule kept."""
 
 import json
 
@@ -33,7 +33,7 @@ def test_a_corpus_imports_with_every_field_kept():
     result = import_corpus(jsonl(line, trajectory("S-022", "success", steps=[])))
     assert result.as_dict() == {"created": 2, "unchanged": 0, "updated": 0}
     stored = Trajectory.objects.get(pk="F-001")
-    # SPEC §2: dropping expected_rule at parse is the defect this product exists to avoid.
+    # semantics §2: dropping expected_rule at parse is the defect this product exists to avoid.
     assert stored.expected_rule == EXPECTED
     assert (stored.corpus, stored.session_id, stored.meta) == (
         "failures/positive",
@@ -44,7 +44,7 @@ def test_a_corpus_imports_with_every_field_kept():
     assert stored.started_at.isoformat() == line["started_at"]
     assert stored.outcome == {"status": "failed"}
     assert stored.replayable is True
-    # SPEC §2: replayable defaults to true only when the trajectory has steps.
+    # semantics §2: replayable defaults to true only when the trajectory has steps.
     assert Trajectory.objects.get(pk="S-022").replayable is False
     assert set(
         TrajectoryAtom.objects.filter(trajectory_id="F-001").values_list("atom", flat=True)

@@ -1,5 +1,5 @@
 """The corpus and scope pages (issue 5 §5, §6): filters, fragments, the rules matching a
-trajectory by signature (SPEC §11), and scope files as agents read them (SPEC §4)."""
+trajectory by signature (semantics §11), and scope files as agents read them (semantics §4)."""
 
 import pytest
 from django.db import connection
@@ -105,7 +105,7 @@ def test_it_filters_trajectories(viewer_client, corpus, query, expected):
 
 
 def test_atoms_filter_by_signature_not_by_words_in_the_task(viewer_client, corpus):
-    # SPEC §11: S-023's task talks about a failing push; its signature says git status.
+    # semantics §11: S-023's task talks about a failing push; its signature says git status.
     response = viewer_client.get(reverse("corpus"), {"atom": "action:git.push"})
     assert table_ids(response) == ["F-001"]
 
@@ -190,7 +190,7 @@ def test_a_trajectory_page_lists_the_rules_matching_its_signature(viewer_client,
 
 
 def test_a_rule_sharing_only_words_does_not_match(viewer_client, corpus):
-    # SPEC §11: "git push … non-fast-forward" and S-023's `git status` share words, not atoms.
+    # semantics §11: "git push … non-fast-forward" and S-023's `git status` share words, not atoms.
     candidate("R-PUSH", signature=["action:git.push", "error:non_fast_forward"])
     response = viewer_client.get(reverse("trajectory-detail", args=["S-023"]))
     assert response.context["matching_rules"] == []
@@ -251,7 +251,7 @@ def test_a_bad_atom_names_the_filter():
     assert exc.value.field == "atom"
 
 
-# --- Scopes (SPEC §4) --------------------------------------------------------------------------
+# --- Scopes (semantics §4) --------------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The packs page (issue 5 §8, SPEC §13): export by scope, state and format as a download; import
+"""The packs page (issue 5 §8, semantics §13): export by scope, state and format as a download; import
 in two steps — a validation preview that writes nothing, then a confirmation."""
 
 import json
@@ -202,7 +202,7 @@ def test_confirming_imports_the_rules_as_candidates_with_the_reviewer_journaled(
     )
     assert response.redirect_chain[-1][0] == reverse("packs")
     imported = Rule.objects.get(scope="repo:refunds")
-    assert imported.state == "candidate"  # never trusted into force (SPEC §13)
+    assert imported.state == "candidate"  # never trusted into force (semantics §13)
     assert imported.provenance["evidence_trusted"] is False
     assert imported.provenance["pack"]["imported_by"] == "rita"
     event = JournalEvent.objects.get(type="pack_imported")

@@ -47,7 +47,7 @@ def candidate_started(rule_id, round_id, validator, **extra):
 
 
 def rotated_rounds():
-    """Three candidates, two rounds: ABC then BCA (SPEC §9.2)."""
+    """Three candidates, two rounds: ABC then BCA (semantics §9.2)."""
     for rule_id in ("A", "B", "C"):
         make_rule(rule_id)
     first = make_round(["A", "B", "C"])
@@ -141,7 +141,7 @@ def test_no_rounds_yet_says_so(viewer_client):
 
 
 def test_a_reviewer_starts_a_round_through_kick_round(reviewer_client, kicks):
-    # SPEC §9.1: the dashboard only asks for a round; the kick never raises.
+    # semantics §9.1: the dashboard only asks for a round; the kick never raises.
     response = reviewer_client.post(reverse("round-start"), follow=True)
     assert kicks == ["dashboard"]
     assert "Round requested: round queued." in response.content.decode()

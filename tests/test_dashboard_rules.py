@@ -152,7 +152,7 @@ def test_filters_change_the_results(viewer_client):
 
 
 def test_ground_truth_filter_follows_the_source_cases_expected_rule(viewer_client):
-    # SPEC §12: only a source case carrying expected_rule gives ground truth.
+    # semantics §12: only a source case carrying expected_rule gives ground truth.
     make_trajectory("F-001", expected_rule={"trigger": "t", "directive": "d"})
     make_trajectory("F-002")
     make_rule("R-GT", source_case="F-001")
@@ -163,7 +163,7 @@ def test_ground_truth_filter_follows_the_source_cases_expected_rule(viewer_clien
 
 
 def test_the_metric_filter_matches_the_whole_family(settings):
-    # SPEC §1: a metric's family is the metric plus its aliases.
+    # semantics §1: a metric's family is the metric plus its aliases.
     from lifecycle.models import MetricDefinition
 
     MetricDefinition.objects.filter(name="task_completion").update(aliases=["completion"])
@@ -238,7 +238,7 @@ def test_an_unknown_rule_is_a_404(viewer_client, scoring):
 
 
 def test_a_never_attempted_candidate_says_not_yet_attempted(viewer_client, scoring):
-    # SPEC §10: "never attempted" is distinguishable from "no verdict yet".
+    # semantics §10: "never attempted" is distinguishable from "no verdict yet".
     make_rule("R-NEW")
     make_rule("R-WAIT", first_attempted_at=T0, pending_reason="no_matching_replayable_case")
     body = viewer_client.get(reverse("rule-detail", args=["R-NEW"])).content.decode()
@@ -306,7 +306,7 @@ def _retired_by_replay():
 def test_a_rule_retired_by_replay_shows_its_per_case_table_and_attribution_in_words(
     viewer_client, scoring
 ):
-    # SPEC §7.6–§7.7: deltas coloured against the margins, attribution named in words.
+    # semantics §7.6–§7.7: deltas coloured against the margins, attribution named in words.
     _retired_by_replay()
     body = viewer_client.get(reverse("rule-detail", args=["R-RET"])).content.decode()
     assert "coherence \u22120.09: not attributable — not in retire_on" in body
@@ -347,7 +347,7 @@ def test_the_trial_panel_counts_enrolments_and_says_the_baseline_runs_high(viewe
 
 
 def test_the_extraction_diff_highlights_words_apart_from_replay(viewer_client, scoring):
-    # SPEC §12: the F-001-style diff, each score, never fused with replay fidelity.
+    # semantics §12: the F-001-style diff, each score, never fused with replay fidelity.
     make_rule("R-F001", source_case="F-001")
     body = viewer_client.get(reverse("rule-detail", args=["R-F001"])).content.decode()
     assert "<del>git</del> <ins>a</ins> push" in body
@@ -364,7 +364,7 @@ def test_a_rule_without_ground_truth_says_so(viewer_client, scoring):
 
 
 def test_the_gates_sit_side_by_side_with_the_trajectories_each_fired_on(viewer_client, scoring):
-    # SPEC §11: the lexical gate counts S-023 (git status) as broken; the signature gate not.
+    # semantics §11: the lexical gate counts S-023 (git status) as broken; the signature gate not.
     make_rule("R-1")
     response = viewer_client.get(reverse("rule-detail", args=["R-1"]))
     lexical, signature = response.context["gate_columns"]
@@ -404,7 +404,7 @@ def test_retiring_by_hand_asks_for_confirmation_first(reviewer_client, scoring):
 
 
 def test_a_confirmed_retirement_journals_the_reviewer_and_the_reason(reviewer_client, scoring):
-    # SPEC §3: a reviewer may retire by hand, journaled with the reviewer and a reason.
+    # semantics §3: a reviewer may retire by hand, journaled with the reviewer and a reason.
     make_rule("R-1", state="active", decided_at=T0)
     response = reviewer_client.post(
         reverse("rule-retire", args=["R-1"]), {"reason": "too broad", "confirm": "yes"}
@@ -484,7 +484,7 @@ def test_reviewers_see_retire_and_never_a_promote_button(reviewer_client, scorin
 
 
 def test_no_promote_route_exists():
-    # SPEC §3: no dashboard user can promote.
+    # semantics §3: no dashboard user can promote.
     with pytest.raises(NoReverseMatch):
         reverse("rule-promote", args=["R-1"])
     patterns = [str(p.pattern) for p in get_resolver().url_patterns]
@@ -618,7 +618,7 @@ def test_error_pages_explain_themselves_inside_the_frame(viewer_client):
 def test_the_rule_page_shows_as_many_replay_cases_as_a_rule_can_ever_have(
     viewer_client, scoring, settings
 ):
-    # SPEC §7.1, §7.2, §7.10: (failing cases + protected wins) per round, max_replay_attempts
+    # semantics §7.1, §7.2, §7.10: (failing cases + protected wins) per round, max_replay_attempts
     # rounds. More than that only comes from an unusual history; the newest are shown.
     settings.CAUTERWEB_MAX_FAILING_CASES = 2
     settings.CAUTERWEB_MAX_PROTECTED_WINS = 1

@@ -1,5 +1,5 @@
 """The demo corpus and candidates (lifecycle/fixtures/demo/): shape, coverage, and what the
-simulated harness will do with each candidate (SPEC §2, §7, §11, §15)."""
+simulated harness will do with each candidate (semantics §2, §7, §11, §15)."""
 
 import importlib.util
 import json
@@ -50,7 +50,7 @@ def test_the_corpus_is_large_and_varied_enough_for_the_demo():
 
 
 def test_it_carries_the_f001_situation_of_the_spec():
-    # SPEC §11.
+    # semantics §11.
     assert BY_ID["F-001"]["expected_rule"] == {
         "trigger": "when git push fails with non-fast-forward",
         "directive": "pull latest changes before pushing",
@@ -95,7 +95,7 @@ def test_replay_inputs_follow_the_simulated_harness_format():
         if t["kind"] == "failure":
             fault = ri["fault"]
             # The fault state carries every failure-mode atom of the case's signature, so a rule
-            # that matches the case also applies at its fault (SPEC §11).
+            # that matches the case also applies at its fault (semantics §11).
             assert atom_lib.failure_mode_atoms(t["signature"]) <= set(fault["atoms"]), t["id"]
             assert t["steps"][fault["step"]]["atoms"] == fault["atoms"]
             assert ri["fixes"], t["id"]

@@ -1,4 +1,4 @@
-"""Paraphrase-aware duplicates (issue 4 item 4; SPEC §11 signatures, §12 comparator): recording a
+"""Paraphrase-aware duplicates (issue 4 item 4; semantics §11 signatures, §12 comparator): recording a
 candidate that says what a live rule of its scope says links it, journaled, and decides nothing."""
 
 from datetime import UTC, datetime
@@ -44,7 +44,7 @@ def _scores(verdict, semantic):
 
 @pytest.fixture
 def comparator(monkeypatch):
-    """A stand-in for the SPEC §12 comparator that calls C001 and REWORDED the same rule and
+    """A stand-in for the semantics §12 comparator that calls C001 and REWORDED the same rule and
     anything else different, so these tests pin this module's logic, not the model's."""
     same = {frozenset({C001["directive"], REWORDED["directive"]})}
 
@@ -72,7 +72,7 @@ def test_a_reworded_copy_in_the_same_scope_is_linked_and_journaled(comparator):
     copy = record(REWORDED, rule_id="C-012")
     copy.refresh_from_db()
     assert copy.duplicate_of_id == "C-001"
-    # It stays a candidate in its own right: the link decides nothing (SPEC §3).
+    # It stays a candidate in its own right: the link decides nothing (semantics §3).
     assert copy.state == RuleState.CANDIDATE
     events = list(JournalEvent.objects.filter(rule_id="C-012").values_list("type", "actor"))
     assert events == [("rule_added", "repair-bot"), ("rule_duplicate_suspected", "repair-bot")]
@@ -86,7 +86,7 @@ def test_a_reworded_copy_in_the_same_scope_is_linked_and_journaled(comparator):
     assert set(evidence) >= {"token_f1", "signature_agreement", "trigger", "why"}
 
 
-# With the real comparator (SPEC §12): the demo's C-012 and C-002 against C-001, and C-006
+# With the real comparator (semantics §12): the demo's C-012 and C-002 against C-001, and C-006
 # ("back off") against C-005 ("retry immediately").
 
 

@@ -1,4 +1,4 @@
-"""Rounds through real Celery workers on Redis and PostgreSQL (SPEC §3, §9.1).
+"""Rounds through real Celery workers on Redis and PostgreSQL (semantics §3, §9.1).
 
 Run with both services, e.g.:
     CELERY_BROKER_URL=redis://127.0.0.1:6379/1 DATABASE_URL=postgres://root@127.0.0.1:5432/cw_engine \\
@@ -115,7 +115,7 @@ def rounds_settled() -> bool:
 
 
 @pytest.mark.usefixtures("workers", "registry_seeded")
-def test_two_workers_racing_apply_one_verdict(monkeypatch):  # SPEC §3, §9.1
+def test_two_workers_racing_apply_one_verdict(monkeypatch):  # semantics §3, §9.1
     monkeypatch.undo()  # real kicks, through the broker
     corpus(rescuable("F-1"))
     candidate = rule("R-1")
@@ -144,7 +144,7 @@ def test_two_workers_racing_apply_one_verdict(monkeypatch):  # SPEC §3, §9.1
 
 @pytest.mark.usefixtures("workers", "registry_seeded")
 def test_a_report_kicks_a_round_on_a_worker_that_journals_the_verdict(monkeypatch):
-    monkeypatch.undo()  # SPEC §8, §9.1 end to end: report in → round kicked → verdict
+    monkeypatch.undo()  # semantics §8, §9.1 end to end: report in → round kicked → verdict
     rule("R-9", signature=["tool:kubectl", "error:image_pull_backoff"])
     wait_for(rounds_settled)
     before = ValidationRound.objects.count()

@@ -1,4 +1,4 @@
-"""Extraction accuracy of stored rules and its commands (SPEC §12, §15): scored against the
+"""Extraction accuracy of stored rules and its commands (semantics §12, §15): scored against the
 source case's expected_rule, a number kept apart from replay fidelity."""
 
 import io
@@ -54,7 +54,7 @@ def test_a_rule_is_scored_against_its_source_cases_expected_rule(demo):
     }
     assert result["trigger"]["token_f1"] == 1.0
     assert result["directive"]["token_f1"] < 1.0
-    # The word-level diff the dashboard highlights (SPEC §12).
+    # The word-level diff the dashboard highlights (semantics §12).
     assert ("insert", "rebase") in [tuple(op) for op in result["directive"]["diff"]]
     assert result["verdict"] == "match"
 
@@ -175,7 +175,7 @@ def test_extraction_report_prints_rows_and_a_verdict_summary(demo):
     assert len(document["rows"]) == 11
     assert sum(document["summary"].values()) == 11
     human = _call("extraction_report")
-    assert human.startswith("extraction accuracy (SPEC §12) — a separate number")
+    assert human.startswith("extraction accuracy (semantics §12) — a separate number")
     assert "C-001      F-001    match" in human
 
 
@@ -192,5 +192,5 @@ def test_extraction_report_prints_rows_and_a_verdict_summary(demo):
 def test_the_demo_candidates_get_the_extraction_verdict_they_were_written_for(
     demo, rule_id, verdict
 ):
-    # SPEC §12: the verdict sees through rewording and is not fooled by shared words.
+    # semantics §12: the verdict sees through rewording and is not fooled by shared words.
     assert extraction_for_rule(Rule.objects.get(pk=rule_id))["verdict"] == verdict

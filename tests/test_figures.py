@@ -22,7 +22,7 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 MARGINS = {"promote_margin": 0.05, "regress_margin": 0.05}
 
 
-# --- Attribution and deltas in words (SPEC §7.6–§7.8) -------------------------------------------
+# --- Attribution and deltas in words (semantics §7.6–§7.8) -------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -72,7 +72,7 @@ def test_an_attribution_decision_reads_as_a_sentence(entry, words):
     ],
 )
 def test_a_delta_is_coloured_against_the_margins(delta, css):
-    # SPEC §7.7: regression is delta ≤ −margin; §7.8: improvement is delta ≥ +margin.
+    # semantics §7.7: regression is delta ≤ −margin; §7.8: improvement is delta ≥ +margin.
     assert delta_class(delta, **MARGINS) == css
 
 
@@ -120,7 +120,7 @@ def test_no_scored_case_gives_an_empty_figure():
     assert figures.delta_distributions([], **MARGINS)["data"] == []
 
 
-# --- Extraction accuracy (SPEC §12) -------------------------------------------------------------
+# --- Extraction accuracy (semantics §12) -------------------------------------------------------------
 
 
 def test_extraction_scatter_puts_token_f1_against_semantic_per_verdict():

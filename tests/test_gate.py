@@ -1,4 +1,4 @@
-"""The corpus gate (SPEC §11) on the demo corpus, under both matchers, side by side."""
+"""The corpus gate (semantics §11) on the demo corpus, under both matchers, side by side."""
 
 import io
 import json
@@ -26,7 +26,7 @@ def demo(db):
 
 
 def test_the_lexical_gate_reproduces_the_f001_numbers_of_the_spec(demo):
-    # SPEC §11: prevented 5, broken 3 (S-022, S-023, NM-044), near misses 1,
+    # semantics §11: prevented 5, broken 3 (S-022, S-023, NM-044), near misses 1,
     # precision 0.625, recall 0.625: INCONCLUSIVE, although the rule is right.
     report = gate_report(Rule.objects.get(pk="C-001"), matcher="lexical")
     assert report["failures_prevented"] == 5
@@ -44,7 +44,7 @@ def test_the_lexical_gate_reproduces_the_f001_numbers_of_the_spec(demo):
 
 
 def test_the_signature_gate_does_not_count_git_pull_status_or_the_commit_hook_as_broken(demo):
-    # SPEC §11: the signature gate must not count those three successes as broken.
+    # semantics §11: the signature gate must not count those three successes as broken.
     report = gate_report(Rule.objects.get(pk="C-001"), matcher="signature")
     assert report["fired"]["broken"] == []
     assert report["fired"]["prevented"] == [f"F-00{n}" for n in range(1, 9)]
@@ -106,7 +106,7 @@ def test_an_unknown_matcher_is_refused(demo):
     ],
 )
 def test_the_verdict_thresholds(precision, recall, expected):
-    # SPEC §11: PASS (precision ≥ 0.8 and recall ≥ 0.5), FAIL (precision < 0.5), else
+    # semantics §11: PASS (precision ≥ 0.8 and recall ≥ 0.5), FAIL (precision < 0.5), else
     # INCONCLUSIVE.
     assert verdict(precision, recall) == expected
 
@@ -146,7 +146,7 @@ def _call(*args):
 
 
 def test_the_gate_report_command_prints_both_matchers_side_by_side(demo):
-    # SPEC §15: gate_report [--rule ID] [--matcher lexical|signature|both].
+    # semantics §15: gate_report [--rule ID] [--matcher lexical|signature|both].
     out = _call("--rule", "C-001")
     lines = out.splitlines()
     assert lines[0] == "C-001 (candidate): when git push fails with non-fast-forward"

@@ -1,4 +1,4 @@
-"""Candidates and reports in (SPEC §2, §3, §5, §15): all-or-nothing, every bad line named."""
+"""Candidates and reports in (semantics §2, §3, §5, §15): all-or-nothing, every bad line named."""
 
 import json
 
@@ -151,7 +151,7 @@ def test_a_bad_candidate_file_exits_non_zero_with_json_errors(tmp_path, capsys):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_candidate_file_kicks_one_round_not_one_per_line(tmp_path):
-    # SPEC §9.1: each new candidate asks for a round; a file of them asks once.
+    # semantics §9.1: each new candidate asks for a round; a file of them asks once.
     path = tmp_path / "candidates.jsonl"
     path.write_text("".join(jsonl(*({**GOOD, "id": f"C-{i}"} for i in range(3)))))
     call_command("record_candidates", str(path))

@@ -1,4 +1,4 @@
-"""The journal is append-only (SPEC §10): the ORM refuses, and so does PostgreSQL itself."""
+"""The journal is append-only (semantics §10): the ORM refuses, and so does PostgreSQL itself."""
 
 import pytest
 from django.db import DatabaseError, connection, transaction

@@ -1,4 +1,4 @@
-"""One function per state change (SPEC §3, §10): each journals exactly one event in the same
+"""One function per state change (semantics §3, §10): each journals exactly one event in the same
 transaction, and applying it twice is a no-op."""
 
 import threading
@@ -33,13 +33,13 @@ def test_recording_a_candidate_journals_rule_added_with_its_baseline():
     assert rule.state == "candidate"
     event = JournalEvent.objects.get(rule=rule)
     assert (event.type, event.actor) == ("rule_added", "repair-bot")
-    # SPEC §8: with no history the baseline is 1.0.
+    # semantics §8: with no history the baseline is 1.0.
     assert event.evidence["baseline"] == {"rate": 1.0, "sessions": 0, "hits": 0}
     assert rule.pending_text == "not yet attempted"
 
 
 def test_baseline_is_the_fraction_of_incident_sessions_hitting_the_metric_family():
-    # SPEC §8: 4 sessions had a notice, 1 of them on task_completion; healthy reports do not count.
+    # semantics §8: 4 sessions had a notice, 1 of them on task_completion; healthy reports do not count.
     reports = [
         report("s1", T0, ["breach:task_completion"]),
         report("s2", T0, ["stall:coherence"]),
@@ -117,7 +117,7 @@ def test_the_engine_promotes_once_and_journals_once(engine):
     "actor", [Actor.agent("repair-bot"), Actor.reviewer("rita"), Actor.extractor()]
 )
 def test_nobody_but_the_engine_can_promote_even_their_own_rule(actor):
-    # SPEC §3: the author of the rule included.
+    # semantics §3: the author of the rule included.
     rule = candidate("C-1", actor=actor)
     with pytest.raises(NotAllowed):
         rule_promote(rule_id=rule.id, actor=actor, evidence={})
@@ -136,7 +136,7 @@ def test_a_reviewer_retires_by_hand_with_a_reason(reviewer_actor, engine):
     event = JournalEvent.objects.get(rule=rule, type="rule_retired_by_reviewer")
     assert event.actor == "rita"
     assert event.evidence["reason"] == "wrong fix"
-    # SPEC §3: a verdict arriving after a hand retirement changes nothing.
+    # semantics §3: a verdict arriving after a hand retirement changes nothing.
     assert not rule_promote(rule_id=rule.id, actor=engine, evidence={})
     assert Rule.objects.get(pk="C-1").state == "retired"
 
@@ -165,7 +165,7 @@ def test_requeue_records_a_new_candidate_version_linked_to_the_old(engine, revie
 
 
 def test_the_database_refuses_a_second_verdict_event(engine):
-    # SPEC §3: exactly one rule_promoted or rule_retired per rule, enforced by a constraint.
+    # semantics §3: exactly one rule_promoted or rule_retired per rule, enforced by a constraint.
     rule = candidate("C-1")
     rule_promote(rule_id=rule.id, actor=engine, evidence={})
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -175,7 +175,7 @@ def test_the_database_refuses_a_second_verdict_event(engine):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_promotes_from_two_threads_journal_exactly_one_event(engine):
-    # SPEC §3: two workers can never decide the same candidate at once.
+    # semantics §3: two workers can never decide the same candidate at once.
     rule = candidate("C-1")
     barrier = threading.Barrier(2)
     results, errors = [], []

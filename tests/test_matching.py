@@ -1,4 +1,4 @@
-"""Signature matching (SPEC §11): the pure decision and its indexed twin agree everywhere."""
+"""Signature matching (semantics §11): the pure decision and its indexed twin agree everywhere."""
 
 import itertools
 import json
@@ -28,7 +28,7 @@ def matches(signature, atoms, *, metric="", family=frozenset()):
 @pytest.mark.parametrize(
     ("rule_signature", "trajectory_atoms", "expected"),
     [
-        # SPEC §11: every failure-mode atom of the rule must be present.
+        # semantics §11: every failure-mode atom of the rule must be present.
         (PUSH_RULE, ["tool:git", "action:git.push", "error:non_fast_forward"], True),
         (PUSH_RULE, ["action:git.push", "error:non_fast_forward"], True),
         (PUSH_RULE, ["action:git.push"], False),
@@ -59,7 +59,7 @@ def test_the_truth_table_of_signature_matching(rule_signature, trajectory_atoms,
 
 
 def test_the_git_push_rule_does_not_match_git_status_or_git_pull_successes():
-    # SPEC §11: shared words are never a match.
+    # semantics §11: shared words are never a match.
     git_status = ["tool:git", "action:git.status"]
     git_pull = ["tool:git", "action:git.pull"]
     assert not matches(PUSH_RULE, git_status)
@@ -155,7 +155,7 @@ def test_the_indexed_query_agrees_with_the_pure_function_on_every_generated_case
 
 @pytest.mark.django_db
 def test_many_rules_at_once_get_what_each_would_get_alone(django_assert_num_queries):
-    # replay's case selection (SPEC §7.1) asks for the newest few matches of many candidates
+    # replay's case selection (semantics §7.1) asks for the newest few matches of many candidates
     # in one statement: the same ids as each rule's own query, newest first, limited.
     lines = []
     for n, atoms in enumerate(subsets(UNIVERSE)):

@@ -1,4 +1,4 @@
-"""Scope files and the rule tool (SPEC §4, §5)."""
+"""Scope files and the rule tool (semantics §4, §5)."""
 
 import json
 
@@ -49,20 +49,20 @@ def test_a_scope_file_lists_active_rules_then_the_provisional_heading(rules):
 
 
 def test_a_query_narrows_active_rules_but_never_candidates(rules):
-    # SPEC §4: retrieval may narrow the active rules; it never filters out candidates.
+    # semantics §4: retrieval may narrow the active rules; it never filters out candidates.
     active, candidates = scope_rules("git", query="action:git.push error:non_fast_forward")
     assert [r.id for r in active] == ["R-PUSH"]
     assert [r.id for r in candidates] == ["C-REBASE"]
 
 
 def test_a_query_by_atoms_does_not_match_on_shared_words(rules):
-    # SPEC §11: a push rule is not retrieved for a git status state just because both say "git".
+    # semantics §11: a push rule is not retrieved for a git status state just because both say "git".
     active, _ = scope_rules("git", query="tool:git action:git.status")
     assert active == []
 
 
 def test_the_rule_tool_records_each_read_against_the_session(rules):
-    # SPEC §5: each read is recorded against the session that made it.
+    # semantics §5: each read is recorded against the session that made it.
     returned = rule_tool_read(scope="git", session_id="sess-9", query=None)
     assert [r["id"] for r in returned] == ["R-PUSH", "R-LFS", "C-REBASE"]
     assert returned[2]["state"] == "candidate"
@@ -74,7 +74,7 @@ def test_the_rule_tool_records_each_read_against_the_session(rules):
 
 
 def test_a_replay_context_sees_only_its_own_candidate(rules):
-    # SPEC §7.3: every other candidate is hidden; actives stay visible as the baseline.
+    # semantics §7.3: every other candidate is hidden; actives stay visible as the baseline.
     candidate(
         "C-OTHER",
         trigger="when a push hook fails",

@@ -1,4 +1,4 @@
-"""Configuration from the environment (SPEC §16): defaults, and a value that does not parse
+"""Configuration from the environment (semantics §16): defaults, and a value that does not parse
 stops start-up with a message naming the variable."""
 
 import os

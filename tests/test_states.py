@@ -1,4 +1,4 @@
-"""The pure transition table of SPEC §3: who may do what, from which state."""
+"""The pure transition table of semantics §3: who may do what, from which state."""
 
 import pytest
 
@@ -24,14 +24,14 @@ NON_ENGINE = [
 @pytest.mark.parametrize("actor", NON_ENGINE, ids=lambda a: a.kind)
 @pytest.mark.parametrize("action", [Action.PROMOTE, Action.RETIRE])
 def test_only_the_engine_decides_on_evidence(action, actor):
-    # SPEC §3: no agent, extractor, pack or reviewer can promote, not even their own rule.
+    # semantics §3: no agent, extractor, pack or reviewer can promote, not even their own rule.
     with pytest.raises(NotAllowed):
         check_allowed(action, actor)
     check_allowed(action, Actor.engine())
 
 
 def test_no_actor_kind_but_the_engine_can_promote():
-    # SPEC §3, spelled out over the whole table so a new actor kind cannot slip in.
+    # semantics §3, spelled out over the whole table so a new actor kind cannot slip in.
     _, _, allowed = TRANSITIONS[Action.PROMOTE]
     assert allowed == frozenset({ActorKind.ENGINE})
 

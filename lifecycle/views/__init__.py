@@ -11,7 +11,7 @@ REVIEWERS_GROUP = "reviewers"
 
 
 def is_reviewer(user) -> bool:
-    """Reviewers may retire and re-queue rules and start rounds; viewers only look (SPEC §3)."""
+    """Reviewers may retire and re-queue rules and start rounds; viewers only look (semantics §3)."""
     return user.is_authenticated and user.groups.filter(name=REVIEWERS_GROUP).exists()
 
 

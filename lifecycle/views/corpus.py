@@ -1,5 +1,5 @@
 """Corpus pages (issue 5 §5): the trajectories with filters, and one trajectory with the rules
-that match it by signature (SPEC §11)."""
+that match it by signature (semantics §11)."""
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator

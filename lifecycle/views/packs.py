@@ -1,4 +1,4 @@
-"""Packs page (issue 5 §8, SPEC §13): export by scope, state and format; import in two steps —
+"""Packs page (issue 5 §8, semantics §13): export by scope, state and format; import in two steps —
 upload, then a validation preview that writes nothing, then an explicit confirmation. The pack
 logic is lifecycle.packs; these views only parse the request and render."""
 
@@ -115,7 +115,7 @@ def _preview_page(request, preview: packs.PackPreview, text: str):
 @require_POST
 @reviewer_required
 def pack_import_confirm(request):
-    """Step two: import the previewed pack as candidates, all or nothing (SPEC §13). The text
+    """Step two: import the previewed pack as candidates, all or nothing (semantics §13). The text
     is validated again: the preview is advice, never a licence."""
     text = request.POST.get("pack_text", "")
     try:

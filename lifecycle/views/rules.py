@@ -1,5 +1,5 @@
 """Rules table, rule detail and reviewer actions (issue 5 §2, §3). No promote view exists:
-only the validation engine promotes (SPEC §3)."""
+only the validation engine promotes (semantics §3)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -55,7 +55,7 @@ def _confirm(request, rule: Rule, action: str, reason: str = ""):
 @require_POST
 @reviewer_required
 def rule_retire(request, rule_id: str):
-    """Retire by hand with a reason (SPEC §3), after a confirmation step."""
+    """Retire by hand with a reason (semantics §3), after a confirmation step."""
     rule = get_object_or_404(Rule, pk=rule_id)
     reason = request.POST.get("reason", "").strip()
     if not reason:
@@ -80,7 +80,7 @@ def rule_retire(request, rule_id: str):
 @require_POST
 @reviewer_required
 def rule_requeue(request, rule_id: str):
-    """Re-queue a retired rule as a new candidate version (SPEC §3), after a confirmation step."""
+    """Re-queue a retired rule as a new candidate version (semantics §3), after a confirmation step."""
     rule = get_object_or_404(Rule, pk=rule_id)
     if request.POST.get("confirm") != "yes":
         return _confirm(request, rule, "requeue")

@@ -1,5 +1,5 @@
 """Scope pages (issue 5 §6): every scope with its rule counts, and each scope file exactly as the
-rule tool gives it to agents (SPEC §4): active rules, then the provisional candidates."""
+rule tool gives it to agents (semantics §4): active rules, then the provisional candidates."""
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse

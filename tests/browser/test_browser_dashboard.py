@@ -39,7 +39,7 @@ def test_filtering_the_rules_table_changes_the_url(signed_in, shot):
 
 
 def test_a_rule_retired_by_replay_shows_its_cases_and_attribution(signed_in, shot):
-    # SPEC §7.7: C-005 regressed its own metric on a failing case; dips elsewhere are recorded
+    # semantics §7.7: C-005 regressed its own metric on a failing case; dips elsewhere are recorded
     # as not attributable.
     page = signed_in
     page.goto("/rules/C-005/")
@@ -67,7 +67,7 @@ def test_f001s_rule_shows_the_extraction_diff_highlighted(signed_in, shot):
 
 
 def test_the_lexical_gate_breaks_s023_and_the_signature_gate_does_not(signed_in, shot):
-    # SPEC §11: `git status` shares words with the rule, not atoms.
+    # semantics §11: `git status` shares words with the rule, not atoms.
     page = signed_in
     page.goto("/rules/C-001/")
     gate = page.get_by_role("region", name=re.compile("Corpus gate"))

@@ -8,7 +8,7 @@ from lifecycle.management.base import JsonCommand, open_lines
 class Command(JsonCommand):
     help = (
         "Score extracted rules against expected ones, one JSON pair a line: "
-        '{"extracted": {trigger, directive}, "expected": {trigger, directive}} (SPEC §12, §15).'
+        '{"extracted": {trigger, directive}, "expected": {trigger, directive}} (semantics §12, §15).'
     )
 
     def add_arguments(self, parser):

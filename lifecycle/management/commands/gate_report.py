@@ -12,7 +12,7 @@ def _ratio(value: float | None) -> str:
 
 class Command(JsonCommand):
     help = (
-        "The corpus gate (SPEC §11): what each rule would fire on, under the lexical and the "
+        "The corpus gate (semantics §11): what each rule would fire on, under the lexical and the "
         "signature matcher, side by side."
     )
 

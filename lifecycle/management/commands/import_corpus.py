@@ -3,7 +3,7 @@ from lifecycle.management.base import JsonCommand, open_lines
 
 
 class Command(JsonCommand):
-    help = "Import a JSON Lines corpus of trajectories, atomically (SPEC §2, §15)."
+    help = "Import a JSON Lines corpus of trajectories, atomically (semantics §2, §15)."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

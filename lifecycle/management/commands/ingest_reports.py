@@ -5,14 +5,14 @@ from replay.kick import kicks_deferred
 
 
 class Command(JsonCommand):
-    help = "Ingest live session reports from a JSON Lines file, atomically (SPEC §2, §15)."
+    help = "Ingest live session reports from a JSON Lines file, atomically (semantics §2, §15)."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
         parser.add_argument("file", help="JSON Lines file, or - for stdin")
 
     def handle(self, *args, **options):
-        # One round for the whole file, not one per report (SPEC §9.1).
+        # One round for the whole file, not one per report (semantics §9.1).
         with open_lines(options["file"]) as lines, kicks_deferred():
             try:
                 result = ingest_reports(read_jsonl(lines), actor="cli")

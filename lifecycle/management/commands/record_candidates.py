@@ -6,7 +6,7 @@ from replay.kick import kicks_deferred
 
 
 class Command(JsonCommand):
-    help = "Record candidate rules from a JSON Lines file, atomically (SPEC §3, §15)."
+    help = "Record candidate rules from a JSON Lines file, atomically (semantics §3, §15)."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
@@ -18,7 +18,7 @@ class Command(JsonCommand):
         )
 
     def handle(self, *args, **options):
-        # One round for the whole file, not one per candidate (SPEC §9.1).
+        # One round for the whole file, not one per candidate (semantics §9.1).
         with open_lines(options["file"]) as lines, kicks_deferred():
             try:
                 result, _ = record_candidates(
