@@ -1,4 +1,4 @@
-"""API latency at scale (issue 6): 10,000 rules over 8 scopes and 100,000 journal events on
+"""API latency at scale: 10,000 rules over 8 scopes and 100,000 journal events on
 PostgreSQL; median server-side time of the calls a live harness makes most.
 
     python bench/bench_api.py                          # postgres://root@127.0.0.1:5432/cw_api_bench

@@ -1,4 +1,4 @@
-"""Engine timings on PostgreSQL (issue 3 "Done means"): prints figures, asserts nothing.
+"""Engine timings on PostgreSQL: prints figures, asserts nothing.
 
     DATABASE_URL=postgres://root@127.0.0.1:5432/cw_engine_bench .venv/bin/python bench/bench_engine.py
 

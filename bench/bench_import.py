@@ -1,4 +1,4 @@
-"""Corpus import throughput (issue 2): time `import_corpus` on N generated trajectories.
+"""Corpus import throughput: time `import_corpus` on N generated trajectories.
 
     python bench/bench_import.py [--n 100000]                      # temporary SQLite file
     DATABASE_URL=postgres://127.0.0.1/cw_bench python bench/bench_import.py   # PostgreSQL

@@ -1,4 +1,4 @@
-"""Journal page and export at scale (issue 5 §7): 1,000,000 journal events on PostgreSQL; median
+"""Journal page and export at scale: 1,000,000 journal events on PostgreSQL; median
 server-side time of the journal page (newest, deep in the past, each filter) and export speed.
 
     python bench/bench_journal.py                      # postgres://root@127.0.0.1:5432/cw_dash

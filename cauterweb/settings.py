@@ -190,7 +190,7 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = not env_bool("CAUTERWEB_MANIFEST_STATIC", False)
 
-# API request bodies larger than this are refused with 413 (issue 6).
+# API request bodies larger than this are refused with 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CAUTERWEB_MAX_BODY_BYTES", 50 * 1024 * 1024, minimum=1024)
 
 # --- Celery -------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ CAUTERWEB_DEFAULT_METRICS = [
     ("step_efficiency", 3, True, []),
 ]
 
-# Optional LLM extractor (issue 4): an OpenAI-compatible chat-completions endpoint.
+# Optional LLM extractor: an OpenAI-compatible chat-completions endpoint.
 CAUTERWEB_LLM_BASE_URL = env_str("CAUTERWEB_LLM_BASE_URL")
 CAUTERWEB_LLM_MODEL = env_str("CAUTERWEB_LLM_MODEL")
 CAUTERWEB_LLM_API_KEY = env_str("CAUTERWEB_LLM_API_KEY")

@@ -1,4 +1,4 @@
-"""The HTTP API for agents and tools (issue 6), mounted under /api/v1.
+"""The HTTP API for agents and tools, mounted under /api/v1.
 
 Each handler makes one call into the domain layer (corpus, intake, services, scopes, packs,
 selectors) and maps its exceptions to JSON errors `{"detail", "errors": [{"loc", "msg"}]}`.

@@ -1,4 +1,4 @@
-"""Who is calling the API (issue 6): a bearer token of role `agent` or `reviewer`, or a
+"""Who is calling the API: a bearer token of role `agent` or `reviewer`, or a
 dashboard session for reads. No role can promote: promotion has no endpoint at all (semantics §3).
 """
 

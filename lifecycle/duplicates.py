@@ -1,4 +1,4 @@
-"""Paraphrase-aware duplicates (issue 4 item 4): a new candidate that says the same as a live
+"""Paraphrase-aware duplicates: a new candidate that says the same as a live
 rule of its scope is linked to it as a probable duplicate and journaled, instead of silently
 piling up copies.
 

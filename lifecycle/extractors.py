@@ -1,4 +1,4 @@
-"""Offline extractors (issue 4 item 5): the product proposes candidates by itself.
+"""Offline extractors: the product proposes candidates by itself.
 
 - **Contrastive** (always available): for each family of failures (the same failure-mode
   atoms), compare the failure with the successful sessions that ran the same action. The

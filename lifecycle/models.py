@@ -355,7 +355,7 @@ class TokenRole(models.TextChoices):
 
 
 class ApiToken(models.Model):
-    """An API token (issue 6). Only its SHA-256 is stored; the clear value is shown once."""
+    """An API token. Only its SHA-256 is stored; the clear value is shown once."""
 
     name = models.CharField(max_length=150, unique=True)
     role = models.CharField(max_length=16, choices=TokenRole.choices)

@@ -1,4 +1,4 @@
-"""The shapes of the API (issue 6), as published in its OpenAPI schema.
+"""The shapes of the API, as published in its OpenAPI schema.
 
 There is no `state` in any input: a rule's state changes only through the engine's verdicts
 and a reviewer's retire/re-queue endpoints, never by writing a field (semantics §3).

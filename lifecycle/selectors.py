@@ -1,4 +1,4 @@
-"""Reads for the dashboard and the API (issue 5). Every function here runs a fixed number of
+"""Reads for the dashboard and the API. Every function here runs a fixed number of
 queries whatever the data size: lists are filtered, counted and paginated in the database, and a
 rule's page reads a bounded slice of its journal."""
 

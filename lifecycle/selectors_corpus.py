@@ -1,4 +1,4 @@
-"""Reads for the corpus and scope pages (issue 5 §5, §6). A fixed number of queries whatever the
+"""Reads for the corpus and scope pages. A fixed number of queries whatever the
 corpus size: filters are indexed lookups, the list is paginated in the database, and the rules
 matching a trajectory are decided by the one semantics §11 match function over one read of the rules.
 """

@@ -1,4 +1,4 @@
-"""Reads for the journal page and its exports (issue 5 §7, semantics §10).
+"""Reads for the journal page and its exports (semantics §10).
 
 The journal grows without bound (a million events is normal), so the page never counts and never
 offsets: it pages by keyset on (at, id) — the order of the `journal_at` index — with a cursor

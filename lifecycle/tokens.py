@@ -1,4 +1,4 @@
-"""API tokens (issue 6): created and revoked here only, each change journaled with who did it.
+"""API tokens: created and revoked here only, each change journaled with who did it.
 
 The clear key is returned once, by `token_create`; only its SHA-256 is stored, so a leaked
 database does not leak working tokens.

@@ -1,4 +1,4 @@
-"""Dashboard routes (issue 5). One module per page family in lifecycle/views/.
+"""Dashboard routes. One module per page family in lifecycle/views/.
 
 The navigation in templates/base.html links to these names: overview, rule-list, round-list,
 corpus, scopes, journal, packs, charts."""

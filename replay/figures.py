@@ -1,4 +1,4 @@
-"""Plotly figures as plain data (issue 5 §9). Pure functions: they take rows already read and
+"""Plotly figures as plain data. Pure functions: they take rows already read and
 return `{"data": [...], "layout": {...}}`, which a page puts in a `data-plotly` attribute and
 static/js/charts.js renders. No Plotly Python objects, so no figure depends on the database."""
 

@@ -1,4 +1,4 @@
-"""Reads for the rounds pages and the charts (issue 5 §4, §9): a fixed number of queries each."""
+"""Reads for the rounds pages and the charts: a fixed number of queries each."""
 
 from dataclasses import dataclass
 

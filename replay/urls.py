@@ -1,4 +1,4 @@
-"""Rounds pages (issue 5 §4)."""
+"""Rounds pages."""
 
 from django.urls import path
 

@@ -1,4 +1,4 @@
-"""Rounds pages (issue 5 §4): the list, a round's detail (polled live while it runs) and the
+"""Rounds pages: the list, a round's detail (polled live while it runs) and the
 reviewers' "Start a round" button."""
 
 from django.contrib import messages

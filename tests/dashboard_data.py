@@ -151,7 +151,7 @@ F001_EXTRACTION = {
 
 
 def install_extraction_scoring(monkeypatch, *, for_rule=None, rows=()):
-    """Stand in for lifecycle.extraction_scoring (issue 4) with the agreed shapes, so the
+    """Stand in for lifecycle.extraction_scoring with the agreed shapes, so the
     dashboard's rendering is tested apart from the embedding model."""
     fake = types.ModuleType("lifecycle.extraction_scoring")
     fake.extraction_for_rule = lambda rule: (for_rule or {}).get(rule.id)

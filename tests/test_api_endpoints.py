@@ -1,4 +1,4 @@
-"""The HTTP API (issue 6): who may call what, what no one may do, and the error format."""
+"""The HTTP API: who may call what, what no one may do, and the error format."""
 
 import json
 from datetime import timedelta

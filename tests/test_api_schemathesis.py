@@ -1,4 +1,4 @@
-"""Property-based robustness of the API (issue 6): schemathesis generates requests from the
+"""Property-based robustness of the API: schemathesis generates requests from the
 published OpenAPI schema and sends them in-process, with an agent and a reviewer token.
 Whatever it sends: no 5xx, and every response matches the schema it documents.
 

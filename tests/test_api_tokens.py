@@ -1,4 +1,4 @@
-"""API tokens (issue 6): shown once, stored hashed, revocable, every change journaled."""
+"""API tokens: shown once, stored hashed, revocable, every change journaled."""
 
 import hashlib
 import json

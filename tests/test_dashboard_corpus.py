@@ -1,4 +1,4 @@
-"""The corpus and scope pages (issue 5 §5, §6): filters, fragments, the rules matching a
+"""The corpus and scope pages: filters, fragments, the rules matching a
 trajectory by signature (semantics §11), and scope files as agents read them (semantics §4)."""
 
 import pytest

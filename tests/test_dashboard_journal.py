@@ -1,4 +1,4 @@
-"""The journal page and its exports (issue 5 §7, semantics §10): filters by type, rule, round, actor
+"""The journal page and its exports (semantics §10): filters by type, rule, round, actor
 and time; keyset pages that stay index-friendly; JSON Lines and CSV exports of what is filtered;
 bad parameters give a message, never a 500."""
 

@@ -1,4 +1,4 @@
-"""The packs page (issue 5 §8, semantics §13): export by scope, state and format as a download; import
+"""The packs page (semantics §13): export by scope, state and format as a download; import
 in two steps — a validation preview that writes nothing, then a confirmation."""
 
 import json

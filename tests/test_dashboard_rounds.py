@@ -1,4 +1,4 @@
-"""The rounds pages (issue 5 §4): queue order with rotation, validator and verdict per
+"""The rounds pages: queue order with rotation, validator and verdict per
 candidate, live polling while a round runs, and the reviewers' "Start a round" button."""
 
 import pytest

@@ -1,5 +1,5 @@
 """The dashboard's frame, overview, rules table, rule detail, reviewer actions and charts
-page (issue 5 §1–§3, §9)."""
+page."""
 
 from datetime import timedelta
 
@@ -40,7 +40,7 @@ def fast_passwords(settings):
 
 @pytest.fixture
 def scoring(monkeypatch):
-    """The gate and the extraction scorer with the agreed shapes (issue 4)."""
+    """The gate and the extraction scorer with the agreed shapes."""
     monkeypatch.setattr("lifecycle.gate.gate_both", lambda rule: gate_result())
     return install_extraction_scoring(monkeypatch, for_rule={"R-F001": F001_EXTRACTION})
 

@@ -1,4 +1,4 @@
-"""Paraphrase-aware duplicates (issue 4 item 4; semantics §11 signatures, §12 comparator): recording a
+"""Paraphrase-aware duplicates (semantics §11 signatures, §12 comparator): recording a
 candidate that says what a live rule of its scope says links it, journaled, and decides nothing."""
 
 from datetime import UTC, datetime

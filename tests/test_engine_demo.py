@@ -1,4 +1,4 @@
-"""The demo settles as issue 3 promises: promoted and retired by replay with per-case evidence,
+"""The demo settles as promised: promoted and retired by replay with per-case evidence,
 decided by forward trial, and pending with a named reason (semantics §7–§10)."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Offline extractors (issue 4 item 5): the contrastive extractor on the demo corpus, and the
+"""Offline extractors: the contrastive extractor on the demo corpus, and the
 optional LLM extractor against a local stub chat-completions server."""
 
 import io

@@ -1,4 +1,4 @@
-"""The Plotly figures (issue 5 §9) and the pure helpers that turn journal evidence into the rule
+"""The Plotly figures and the pure helpers that turn journal evidence into the rule
 page's words and colours. No database: figures are plain data built from rows."""
 
 from datetime import UTC, datetime, timedelta

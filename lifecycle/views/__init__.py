@@ -1,4 +1,4 @@
-"""Dashboard views, one module per page family (issue 5). Views stay thin: parse the request,
+"""Dashboard views, one module per page family. Views stay thin: parse the request,
 make one call into selectors/services, render. Shared helpers for every page live here."""
 
 from functools import wraps

@@ -1,4 +1,4 @@
-"""Corpus pages (issue 5 §5): the trajectories with filters, and one trajectory with the rules
+"""Corpus pages: the trajectories with filters, and one trajectory with the rules
 that match it by signature (semantics §11)."""
 
 from django.contrib.auth.decorators import login_required

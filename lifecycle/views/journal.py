@@ -1,4 +1,4 @@
-"""Journal page and exports (issue 5 §7, semantics §10): filter by type, rule, round, actor and time;
+"""Journal page and exports (semantics §10): filter by type, rule, round, actor and time;
 page by keyset; export the filtered events as JSON Lines or CSV, streamed."""
 
 from django.contrib.auth.decorators import login_required

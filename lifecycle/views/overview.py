@@ -1,4 +1,4 @@
-"""Overview and charts pages (issue 5 §1, §9)."""
+"""Overview and charts pages."""
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required

@@ -1,4 +1,4 @@
-"""Packs page (issue 5 §8, semantics §13): export by scope, state and format; import in two steps —
+"""Packs page (semantics §13): export by scope, state and format; import in two steps —
 upload, then a validation preview that writes nothing, then an explicit confirmation. The pack
 logic is lifecycle.packs; these views only parse the request and render."""
 

@@ -1,4 +1,4 @@
-"""Rules table, rule detail and reviewer actions (issue 5 §2, §3). No promote view exists:
+"""Rules table, rule detail and reviewer actions. No promote view exists:
 only the validation engine promotes (semantics §3)."""
 
 from django.contrib import messages

@@ -1,4 +1,4 @@
-"""Scope pages (issue 5 §6): every scope with its rule counts, and each scope file exactly as the
+"""Scope pages: every scope with its rule counts, and each scope file exactly as the
 rule tool gives it to agents (semantics §4): active rules, then the provisional candidates."""
 
 from django.contrib.auth.decorators import login_required

@@ -1,4 +1,4 @@
-"""Browser tests (issue 5): Debian's headless Chromium driven by Playwright for Python against
+"""Browser tests: Debian's headless Chromium driven by Playwright for Python against
 Django's live server, on the demo data.
 
 - Never `playwright install`: the browser is the system's /usr/bin/chromium. Missing, the tests

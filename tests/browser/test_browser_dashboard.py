@@ -1,4 +1,4 @@
-"""The review dashboard in a real browser on the demo data (issue 5 "Browser tests"): every
+"""The review dashboard in a real browser on the demo data: every
 scenario the issue lists, each page saved as a screenshot in the test's output folder."""
 
 import re

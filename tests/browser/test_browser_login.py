@@ -1,4 +1,4 @@
-"""Signing in to the dashboard (issue 5: login required, demo credentials)."""
+"""Signing in to the dashboard (login required, demo credentials)."""
 
 import re
 

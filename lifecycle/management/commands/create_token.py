@@ -6,7 +6,7 @@ from lifecycle.tokens import InvalidToken, token_create
 
 
 class Command(JsonCommand):
-    help = "Create an API token and print it once; only its SHA-256 is stored (issue 6)."
+    help = "Create an API token and print it once; only its SHA-256 is stored."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
