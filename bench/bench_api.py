@@ -102,7 +102,7 @@ def main() -> None:
     from django.test import Client
 
     from lifecycle.models import ApiToken
-    from lifecycle.tokens import token_create
+    from lifecycle.services.tokens import token_create
     from replay.tasks import round_run_task
 
     call_command("migrate", verbosity=0)

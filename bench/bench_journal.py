@@ -80,8 +80,8 @@ def main() -> None:
     from django.db.models import Q
     from django.test import Client
 
-    from lifecycle import selectors_journal
     from lifecycle.models import JournalEvent, Rule
+    from lifecycle.selectors import journal as selectors_journal
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     call_command("migrate", interactive=False, verbosity=0)

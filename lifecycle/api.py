@@ -21,16 +21,13 @@ from ninja import NinjaAPI, Query, Router, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import Field
 
-from replay.kick import kick_round, kicks_deferred
-from replay.models import ValidationRound
-
-from . import selectors
-from .auth import READ, REVIEW, WRITE, Forbidden, request_actor
-from .corpus import ImportRejected, import_corpus, read_jsonl
-from .gate import gate_both
-from .intake import ingest_reports, numbered, record_candidates
-from .models import JournalEvent, Rule
-from .packs import (
+from lifecycle.journal import EventType
+from lifecycle.journal import write as journal_write
+from lifecycle.selectors import rules as selectors
+from lifecycle.selectors.gate import gate_both
+from lifecycle.services.candidates import candidates_record
+from lifecycle.services.corpus import import_corpus
+from lifecycle.services.packs import (
     AGENT_FILE_FORMATS,
     PACK_FORMATS,
     InvalidSelection,
@@ -40,6 +37,14 @@ from .packs import (
     import_pack,
     preview_pack,
 )
+from lifecycle.services.rules import RuleNotFound, rule_requeue, rule_retire_by_reviewer
+from lifecycle.validation import ImportRejected, InvalidRule, numbered, read_jsonl
+from replay.intake import reports_ingest
+from replay.kick import kick_round, kicks_deferred
+from replay.models import ValidationRound
+
+from .auth import READ, REVIEW, WRITE, Forbidden, request_actor
+from .models import JournalEvent, Rule
 from .schemas import (
     JSONL_TYPES,
     CandidateIn,
@@ -65,13 +70,6 @@ from .schemas import (
     TrajectoryIn,
 )
 from .scopes import render_scope, rule_as_dict, rule_tool_read
-from .services import (
-    InvalidRule,
-    RuleNotFound,
-    journal_write,
-    rule_requeue,
-    rule_retire_by_reviewer,
-)
 from .states import NotAllowed, WrongState
 
 router = Router()
@@ -250,7 +248,7 @@ def post_trajectories(request, replace: bool = False):
             # import_corpus is shared with the command line; over the API every write is
             # journaled with the token that made it, in the same transaction.
             journal_write(
-                type="corpus_imported",
+                type=EventType.CORPUS_IMPORTED,
                 actor=request_actor(request),
                 evidence={**result.as_dict(), "replace": replace},
             )
@@ -267,7 +265,7 @@ def post_trajectories(request, replace: bool = False):
     tags=["reports"],
 )
 def post_reports(request):
-    result = ingest_reports(_rows(request), actor=request_actor(request).name)
+    result = reports_ingest(_rows(request), actor=request_actor(request).name)
     return {**result.as_dict(), "ids": result.ids}
 
 
@@ -284,7 +282,7 @@ def post_candidates(request):
     rows = _rows(request)
     # One round after the batch, not one per candidate (semantics §9.1).
     with kicks_deferred():
-        result, rules = record_candidates(rows, actor=request_actor(request))
+        result, rules = candidates_record(rows, actor=request_actor(request))
     return {
         **result.as_dict(),
         "ids": result.ids,
@@ -411,7 +409,7 @@ def get_gate(request, rule_id: RuleId):
     tags=["reports on a rule"],
 )
 def get_extraction(request, rule_id: RuleId):
-    from .extraction_scoring import extraction_for_rule
+    from lifecycle.selectors.extraction import extraction_for_rule
 
     report = extraction_for_rule(_rule_or_404(rule_id))
     if report is None:
@@ -517,7 +515,7 @@ def post_round(request):
     actor = request_actor(request)
     kicked = kick_round(reason=f"api:{actor.name}")
     # A kick changes no rule, but a reviewer asked for it: the journal says who and when.
-    journal_write(type="round_kicked", actor=actor, evidence=kicked)
+    journal_write(type=EventType.ROUND_KICKED, actor=actor, evidence=kicked)
     return Status(202, kicked)
 
 

@@ -145,7 +145,9 @@ class EventPageOut(Schema):
 class TrialOut(Schema):
     enrolled: int
     breached: int
-    read_candidate: int = Field(description="enrolled sessions that read the candidate (semantics §5)")
+    read_candidate: int = Field(
+        description="enrolled sessions that read the candidate (semantics §5)"
+    )
     needed: int
     baseline_rate: float
     baseline_sessions: int

@@ -5,8 +5,8 @@ import sys
 import types
 from datetime import timedelta
 
+from lifecycle.journal import write as journal_write
 from lifecycle.models import Rule, Trajectory
-from lifecycle.services import journal_write
 from replay.models import ValidationRound
 
 from .factories import T0
@@ -151,12 +151,12 @@ F001_EXTRACTION = {
 
 
 def install_extraction_scoring(monkeypatch, *, for_rule=None, rows=()):
-    """Stand in for lifecycle.extraction_scoring with the agreed shapes, so the
+    """Stand in for lifecycle.selectors.extraction with the agreed shapes, so the
     dashboard's rendering is tested apart from the embedding model."""
-    fake = types.ModuleType("lifecycle.extraction_scoring")
+    fake = types.ModuleType("lifecycle.selectors.extraction")
     fake.extraction_for_rule = lambda rule: (for_rule or {}).get(rule.id)
     fake.extraction_rows = lambda: list(rows)
-    monkeypatch.setitem(sys.modules, "lifecycle.extraction_scoring", fake)
+    monkeypatch.setitem(sys.modules, "lifecycle.selectors.extraction", fake)
     return fake
 
 

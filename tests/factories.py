@@ -3,7 +3,7 @@
 import json
 from datetime import UTC, datetime, timedelta
 
-from lifecycle.services import rule_record_candidate
+from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from lifecycle.schemas import JSONL_TYPES
-from lifecycle.tokens import token_create
+from lifecycle.services.tokens import token_create
 
 from .factories import candidate
 

@@ -6,8 +6,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from lifecycle.corpus import ImportRejected, import_corpus
 from lifecycle.models import Trajectory, TrajectoryAtom
+from lifecycle.services.corpus import import_corpus
+from lifecycle.validation import ImportRejected
 
 from .factories import jsonl, trajectory
 

@@ -12,10 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from lifecycle import selectors_journal
+from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent
-from lifecycle.selectors import FilterError
-from lifecycle.services import journal_write
+from lifecycle.selectors import journal as selectors_journal
+from lifecycle.validation import FilterError
 
 from .factories import T0, candidate
 

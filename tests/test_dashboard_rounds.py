@@ -4,8 +4,8 @@ candidate, live polling while a round runs, and the reviewers' "Start a round" b
 import pytest
 from django.urls import reverse
 
+from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent
-from lifecycle.services import journal_write
 from replay import selectors
 from replay.models import ValidationRound
 

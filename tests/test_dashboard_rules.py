@@ -8,9 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import NoReverseMatch, get_resolver, reverse
 
-from lifecycle import selectors
+from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent, Rule, TrialEnrolment
-from lifecycle.services import journal_write
+from lifecycle.selectors import rules as selectors
 
 from .dashboard_data import (
     F001_EXTRACTION,
@@ -41,7 +41,7 @@ def fast_passwords(settings):
 @pytest.fixture
 def scoring(monkeypatch):
     """The gate and the extraction scorer with the agreed shapes."""
-    monkeypatch.setattr("lifecycle.gate.gate_both", lambda rule: gate_result())
+    monkeypatch.setattr("lifecycle.selectors.gate.gate_both", lambda rule: gate_result())
     return install_extraction_scoring(monkeypatch, for_rule={"R-F001": F001_EXTRACTION})
 
 

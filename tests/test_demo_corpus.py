@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from lifecycle import atoms as atom_lib
-from lifecycle.corpus import import_corpus, read_jsonl
-from lifecycle.intake import record_candidates
 from lifecycle.matching import rule_matches
 from lifecycle.models import Rule, Trajectory
+from lifecycle.services.candidates import candidates_record
+from lifecycle.services.corpus import import_corpus
 from lifecycle.states import Actor
+from lifecycle.validation import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "lifecycle" / "fixtures" / "demo"
@@ -31,7 +32,7 @@ BY_ID = {t["id"]: t for t in CORPUS}
 
 def test_the_committed_files_are_what_the_generator_writes(tmp_path):
     spec = importlib.util.spec_from_file_location(
-        "make_demo_corpus", ROOT / "bench" / "make_demo_corpus.py"
+        "make_demo_corpus", ROOT / "lifecycle" / "fixtures" / "make_demo_corpus.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -189,7 +190,7 @@ def test_the_corpus_and_candidates_load_through_the_real_intake():
     assert result.created == len(CORPUS)
     assert Trajectory.objects.filter(expected_rule__isnull=False).count() >= 20
     with open(DEMO / "candidates.jsonl", encoding="utf-8") as lines:
-        recorded, _ = record_candidates(read_jsonl(lines), actor=Actor.extractor("demo"))
+        recorded, _ = candidates_record(read_jsonl(lines), actor=Actor.extractor("demo"))
     assert recorded.created == len(CANDIDATES)
     assert set(Rule.objects.values_list("id", flat=True)) == set(CANDIDATES)
     source_cases = {c["source_case"] for c in CANDIDATES.values() if c.get("source_case")}

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 import pytest
 
 from comparison.semantic import ComparatorUnavailable
-from lifecycle.duplicates import signatures_compatible
 from lifecycle.models import JournalEvent, Rule, RuleState
-from lifecycle.services import rule_record_candidate, rule_retire
+from lifecycle.services.duplicates import rule_check_duplicate, signatures_compatible
+from lifecycle.services.rules import rule_record_candidate, rule_retire
 from lifecycle.states import Actor
 
 NFF = ["tool:git", "action:git.push", "error:non_fast_forward"]
@@ -56,13 +56,16 @@ def comparator(monkeypatch):
             for new, old in pairs
         ]
 
-    monkeypatch.setattr("lifecycle.duplicates.compare_many", compare_many)
+    monkeypatch.setattr("lifecycle.services.duplicates.compare_many", compare_many)
 
 
 def record(text, *, rule_id, scope="git", signature=NFF, metric="task_completion"):
+    """Record a candidate, then run the duplicate check its commit enqueues."""
     rule, _ = rule_record_candidate(
         actor=BOT, rule_id=rule_id, scope=scope, signature=signature, metric=metric, now=AT, **text
     )
+    rule_check_duplicate(rule_id=rule.id, now=AT)
+    rule.refresh_from_db()
     return rule
 
 
@@ -163,7 +166,7 @@ def test_the_comparator_is_not_called_when_no_rule_of_the_scope_is_compatible(mo
     def refuse(*args, **kwargs):
         raise AssertionError("compare_many should not run")
 
-    monkeypatch.setattr("lifecycle.duplicates.compare_many", refuse)
+    monkeypatch.setattr("lifecycle.services.duplicates.compare_many", refuse)
     record(C001, rule_id="C-001", scope="git")
     record(C001, rule_id="C-003", scope="ci")
     record(C001, rule_id="C-004", signature=["tool:git", "error:auth_denied"])
@@ -175,7 +178,7 @@ def test_a_comparator_that_cannot_load_never_blocks_recording(monkeypatch, caplo
     def unavailable(*args, **kwargs):
         raise ComparatorUnavailable("model file missing")
 
-    monkeypatch.setattr("lifecycle.duplicates.compare_many", unavailable)
+    monkeypatch.setattr("lifecycle.services.duplicates.compare_many", unavailable)
     record(C001, rule_id="C-001")
     copy = record(REWORDED, rule_id="C-012")
     assert copy.duplicate_of_id is None
@@ -202,7 +205,7 @@ def test_among_several_matches_the_closest_is_chosen(monkeypatch):
             for _, other in pairs
         ]
 
-    monkeypatch.setattr("lifecycle.duplicates.compare_many", scores)
+    monkeypatch.setattr("lifecycle.services.duplicates.compare_many", scores)
     third = record(
         {"trigger": "when a push is not a fast-forward", "directive": "pull, rebase, push"},
         rule_id="C-009",

@@ -9,12 +9,13 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from lifecycle.corpus import ImportRejected, import_corpus, read_jsonl
-from lifecycle.extraction_scoring import extraction_for_rule, extraction_rows, parse_pairs
-from lifecycle.intake import record_candidates
 from lifecycle.models import Rule
-from lifecycle.services import rule_record_candidate
+from lifecycle.selectors.extraction import extraction_for_rule, extraction_rows, parse_pairs
+from lifecycle.services.candidates import candidates_record
+from lifecycle.services.corpus import import_corpus
+from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
+from lifecycle.validation import ImportRejected, read_jsonl
 
 DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
 ROW_KEYS = {
@@ -38,7 +39,7 @@ def demo(db):
     with open(DEMO / "corpus.jsonl", encoding="utf-8") as lines:
         import_corpus(lines)
     with open(DEMO / "candidates.jsonl", encoding="utf-8") as lines:
-        record_candidates(read_jsonl(lines), actor=Actor.extractor("demo"))
+        candidates_record(read_jsonl(lines), actor=Actor.extractor("demo"))
 
 
 def test_a_rule_is_scored_against_its_source_cases_expected_rule(demo):

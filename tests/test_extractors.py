@@ -12,7 +12,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from comparison.compare import compare_rules
-from lifecycle.corpus import import_corpus
 from lifecycle.extractors import (
     LlmAnswerError,
     LlmNotConfigured,
@@ -22,6 +21,7 @@ from lifecycle.extractors import (
     trigger_text,
 )
 from lifecycle.models import AuthorKind, JournalEvent, Rule, Trajectory
+from lifecycle.services.corpus import import_corpus
 
 DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
 

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifecycle.selectors import (
+from lifecycle.selectors.rules import (
     attribution_lines,
     attribution_words,
     bucket_for,

@@ -8,11 +8,19 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from lifecycle.corpus import import_corpus, read_jsonl
-from lifecycle.gate import gate_both, gate_figures, gate_report, lexical_fires, verdict, words
-from lifecycle.intake import record_candidates
 from lifecycle.models import Rule
+from lifecycle.selectors.gate import (
+    gate_both,
+    gate_figures,
+    gate_report,
+    lexical_fires,
+    verdict,
+    words,
+)
+from lifecycle.services.candidates import candidates_record
+from lifecycle.services.corpus import import_corpus
 from lifecycle.states import Actor
+from lifecycle.validation import read_jsonl
 
 DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
 
@@ -22,7 +30,7 @@ def demo(db):
     with open(DEMO / "corpus.jsonl", encoding="utf-8") as lines:
         import_corpus(lines)
     with open(DEMO / "candidates.jsonl", encoding="utf-8") as lines:
-        record_candidates(read_jsonl(lines), actor=Actor.extractor("demo"))
+        candidates_record(read_jsonl(lines), actor=Actor.extractor("demo"))
 
 
 def test_the_lexical_gate_reproduces_the_f001_numbers_of_the_spec(demo):

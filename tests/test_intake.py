@@ -6,10 +6,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from lifecycle.corpus import ImportRejected, read_jsonl
-from lifecycle.intake import ingest_reports, numbered, record_candidates
 from lifecycle.models import JournalEvent, Report, Rule, RuleRead
+from lifecycle.services.candidates import candidates_record
 from lifecycle.states import Actor
+from lifecycle.validation import ImportRejected, numbered, read_jsonl
+from replay.intake import reports_ingest
 
 from .factories import T0, candidate, jsonl, report
 
@@ -28,7 +29,7 @@ GOOD = {
 
 
 def test_candidates_are_recorded_with_their_given_ids():
-    result, rules = record_candidates(
+    result, rules = candidates_record(
         read_jsonl(jsonl(GOOD, {**GOOD, "id": None, "scope": "global"})), actor=Actor.extractor()
     )
     assert result.as_dict() == {"created": 2, "unchanged": 0, "updated": 0}
@@ -45,7 +46,7 @@ def test_a_candidate_file_with_a_bad_line_records_nothing():
         {**GOOD, "id": "C-001", "bogus": 1},
     )
     with pytest.raises(ImportRejected) as exc:
-        record_candidates(read_jsonl(lines), actor=Actor.extractor())
+        candidates_record(read_jsonl(lines), actor=Actor.extractor())
     assert {(e.line, e.field) for e in exc.value.errors} == {
         (2, "metric"),
         (3, "trigger"),
@@ -57,22 +58,22 @@ def test_a_candidate_file_with_a_bad_line_records_nothing():
 
 
 def test_recording_the_same_candidate_file_twice_is_a_no_op():
-    record_candidates(read_jsonl(jsonl(GOOD)), actor=Actor.extractor())
-    result, _ = record_candidates(read_jsonl(jsonl(GOOD)), actor=Actor.extractor())
+    candidates_record(read_jsonl(jsonl(GOOD)), actor=Actor.extractor())
+    result, _ = candidates_record(read_jsonl(jsonl(GOOD)), actor=Actor.extractor())
     assert result.as_dict() == {"created": 0, "unchanged": 1, "updated": 0}
 
 
 def test_a_candidate_id_with_other_text_is_a_conflict():
-    record_candidates(read_jsonl(jsonl(GOOD)), actor=Actor.extractor())
+    candidates_record(read_jsonl(jsonl(GOOD)), actor=Actor.extractor())
     with pytest.raises(ImportRejected, match="immutable"):
-        record_candidates(
+        candidates_record(
             read_jsonl(jsonl({**GOOD, "directive": "force push"})), actor=Actor.extractor()
         )
 
 
 def test_reports_are_stored_with_notices_reads_and_a_journal_event():
     rule = candidate("C-1")
-    result = ingest_reports(
+    result = reports_ingest(
         numbered(
             [report("s1", T0, ["breach:task_completion"], rules_read=["C-1"]), report("s2", T0)]
         )
@@ -87,14 +88,14 @@ def test_reports_are_stored_with_notices_reads_and_a_journal_event():
 
 
 def test_the_same_report_twice_is_unchanged_and_a_changed_one_is_updated():
-    ingest_reports(numbered([report("s1", T0)]))
-    assert ingest_reports(numbered([report("s1", T0)])).as_dict() == {
+    reports_ingest(numbered([report("s1", T0)]))
+    assert reports_ingest(numbered([report("s1", T0)])).as_dict() == {
         "created": 0,
         "unchanged": 1,
         "updated": 0,
     }
     changed = report("s1", T0, ["stall:coherence"])
-    assert ingest_reports(numbered([changed])).as_dict() == {
+    assert reports_ingest(numbered([changed])).as_dict() == {
         "created": 0,
         "unchanged": 0,
         "updated": 1,
@@ -111,7 +112,7 @@ def test_bad_reports_are_refused_naming_line_and_field():
         ]
     )
     with pytest.raises(ImportRejected) as exc:
-        ingest_reports(rows)
+        reports_ingest(rows)
     assert {(e.line, e.field) for e in exc.value.errors} == {
         (2, "session_id"),
         (2, "at"),
@@ -123,7 +124,7 @@ def test_bad_reports_are_refused_naming_line_and_field():
 
 def test_a_report_reading_an_unknown_rule_is_refused():
     with pytest.raises(ImportRejected) as exc:
-        ingest_reports(numbered([report("s3", T0, rules_read=["NOPE"])]))
+        reports_ingest(numbered([report("s3", T0, rules_read=["NOPE"])]))
     assert [(e.line, e.field) for e in exc.value.errors] == [(1, "rules_read")]
 
 

@@ -3,8 +3,8 @@
 import pytest
 from django.db import DatabaseError, connection, transaction
 
+from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent, JournalIsAppendOnly
-from lifecycle.services import journal_write
 
 pytestmark = pytest.mark.django_db
 

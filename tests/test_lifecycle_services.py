@@ -7,10 +7,8 @@ from datetime import timedelta
 import pytest
 from django.db import IntegrityError, close_old_connections, connection, transaction
 
-from lifecycle.intake import ingest_reports, numbered
 from lifecycle.models import JournalEvent, Rule
-from lifecycle.services import (
-    InvalidRule,
+from lifecycle.services.rules import (
     rule_promote,
     rule_record_candidate,
     rule_requeue,
@@ -18,6 +16,8 @@ from lifecycle.services import (
     rule_retire_by_reviewer,
 )
 from lifecycle.states import Actor, NotAllowed, WrongState
+from lifecycle.validation import InvalidRule, numbered
+from replay.intake import reports_ingest
 
 from .factories import T0, candidate, report
 
@@ -48,7 +48,7 @@ def test_baseline_is_the_fraction_of_incident_sessions_hitting_the_metric_family
         report("s5", T0, []),
         report("s1", T0 + timedelta(minutes=1), ["stall:task_completion"]),
     ]
-    ingest_reports(numbered(reports))
+    reports_ingest(numbered(reports))
     rule = candidate("C-1", metric="task_completion")
     assert (rule.baseline_rate, rule.baseline_sessions, rule.baseline_hits) == (0.25, 4, 1)
     no_metric = candidate("C-2", metric="", trigger="when anything breaks")

@@ -6,7 +6,6 @@ import json
 import pytest
 from django.db import connection
 
-from lifecycle.corpus import import_corpus
 from lifecycle.matching import (
     NEWEST_FIRST,
     matching_trajectories,
@@ -15,6 +14,7 @@ from lifecycle.matching import (
 )
 from lifecycle.metrics import load_registry
 from lifecycle.models import MetricDefinition, Rule
+from lifecycle.services.corpus import import_corpus
 
 PUSH_RULE = ["action:git.push", "error:non_fast_forward"]
 

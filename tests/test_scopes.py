@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from lifecycle.models import RuleRead
 from lifecycle.scopes import PROVISIONAL_HEADING, render_scope, rule_tool_read, scope_rules
-from lifecycle.services import rule_promote
+from lifecycle.services.rules import rule_promote
 
 from .factories import candidate
 

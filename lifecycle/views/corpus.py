@@ -5,9 +5,9 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
 
-from lifecycle import selectors_corpus
 from lifecycle.models import Trajectory
-from lifecycle.selectors import FilterError
+from lifecycle.selectors import corpus as selectors_corpus
+from lifecycle.validation import FilterError
 
 from . import fragment, vary_on_htmx
 

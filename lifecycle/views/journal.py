@@ -6,9 +6,9 @@ from django.http import HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from lifecycle import selectors_journal
-from lifecycle.selectors import FilterError
-from lifecycle.selectors_journal import JournalPage
+from lifecycle.selectors import journal as selectors_journal
+from lifecycle.selectors.journal import JournalPage
+from lifecycle.validation import FilterError
 
 from . import fragment, vary_on_htmx
 

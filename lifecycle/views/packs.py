@@ -11,8 +11,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from lifecycle import packs, selectors_corpus
 from lifecycle.models import RuleState
+from lifecycle.selectors import corpus as selectors_corpus
+from lifecycle.services import packs
 from lifecycle.states import Actor
 
 from . import is_reviewer, reviewer_required

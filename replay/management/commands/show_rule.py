@@ -1,11 +1,12 @@
 from django.core.management.base import CommandError
 
+from lifecycle.journal import DECISION_TYPES, EventType
 from lifecycle.management.base import JsonCommand
 from lifecycle.models import JournalEvent, Rule, TrialEnrolment
 from lifecycle.scopes import rule_as_dict
 from replay.trials import trial_counts
 
-EVIDENCE_TYPES = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer", "validation_verdict")
+EVIDENCE_TYPES = (*DECISION_TYPES, EventType.VALIDATION_VERDICT)
 
 
 class Command(JsonCommand):

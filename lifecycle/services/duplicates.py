@@ -18,14 +18,18 @@ still a candidate in its own right: the link is shown, it decides nothing.
 import logging
 from datetime import datetime
 
+from django.db import transaction
+from django.utils import timezone
+
 from comparison.compare import compare_many
 from comparison.semantic import ComparatorUnavailable
 
-from . import atoms as atom_lib
-from .matching import notice_targets
-from .metrics import Registry, load_registry
-from .models import Rule, RuleState
-from .states import Actor
+from .. import atoms as atom_lib
+from .. import journal
+from ..journal import EventType
+from ..matching import notice_targets
+from ..metrics import Registry, load_registry
+from ..models import Rule, RuleState
 
 log = logging.getLogger(__name__)
 
@@ -85,40 +89,48 @@ def probable_duplicate(rule: Rule, *, registry: Registry | None = None) -> tuple
     return max(matches, key=lambda pair: pair[1]["semantic"])
 
 
-def flag_probable_duplicate(
-    rule: Rule, *, actor: Actor, now: datetime, registry: Registry | None = None
-) -> Rule | None:
-    """Link a just-recorded rule to the rule it duplicates and journal
-    `rule_duplicate_suspected`. Call inside the transaction that recorded the rule. Returns
-    the other rule, or None. A comparator that cannot load never blocks recording a rule."""
-    from .services import journal_write
-
+def rule_check_duplicate(*, rule_id: str, now: datetime | None = None) -> Rule | None:
+    """Link a recorded candidate to the live rule it duplicates and journal
+    `rule_duplicate_suspected`, as the one who recorded it. Runs after the recording commits
+    (`lifecycle.tasks`); checking twice journals once. Returns the other rule, or None. A
+    comparator that cannot load never blocks recording a rule: the check is skipped."""
+    rule = Rule.objects.filter(pk=rule_id, duplicate_of__isnull=True).first()
+    if rule is None:
+        return None
     try:
-        found = probable_duplicate(rule, registry=registry)
+        # Outside the transaction: the comparator is the slow part and takes no lock.
+        found = probable_duplicate(rule)
     except ComparatorUnavailable as exc:
         log.warning("duplicate check skipped for %s: %s", rule.id, exc)
         return None
     if found is None:
         return None
     other, scores = found
-    Rule.objects.filter(pk=rule.pk).update(duplicate_of=other)
-    rule.duplicate_of = other
-    journal_write(
-        type="rule_duplicate_suspected",
-        actor=actor,
-        rule_id=rule.id,
-        at=now,
-        evidence={
-            "duplicate_of": other.id,
-            "other_state": other.state,
-            "other": _text(other),
-            "verdict": scores["verdict"],
-            "semantic": scores["semantic"],
-            "token_f1": scores["token_f1"],
-            "signature_agreement": scores["signature_agreement"],
-            "trigger": {k: scores["trigger"][k] for k in ("token_f1", "semantic")},
-            "directive": {k: scores["directive"][k] for k in ("token_f1", "semantic")},
-            "why": scores["why"],
-        },
-    )
+    with transaction.atomic():
+        if not Rule.objects.filter(pk=rule.pk, duplicate_of__isnull=True).update(
+            duplicate_of=other
+        ):
+            return None  # another worker linked it first
+        journal.write(
+            type=EventType.RULE_DUPLICATE_SUSPECTED,
+            actor=rule.author,
+            rule_id=rule.id,
+            at=now or timezone.now(),
+            evidence=_duplicate_evidence(other, scores),
+        )
     return other
+
+
+def _duplicate_evidence(other: Rule, scores: dict) -> dict:
+    return {
+        "duplicate_of": other.id,
+        "other_state": other.state,
+        "other": _text(other),
+        "verdict": scores["verdict"],
+        "semantic": scores["semantic"],
+        "token_f1": scores["token_f1"],
+        "signature_agreement": scores["signature_agreement"],
+        "trigger": {k: scores["trigger"][k] for k in ("token_f1", "semantic")},
+        "directive": {k: scores["directive"][k] for k in ("token_f1", "semantic")},
+        "why": scores["why"],
+    }

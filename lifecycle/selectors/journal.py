@@ -16,8 +16,10 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_date, parse_datetime
 
-from .models import JournalEvent
-from .selectors import FilterError
+from lifecycle.validation import FilterError
+
+from ..journal import EventType
+from ..models import JournalEvent
 
 # The journal filter vocabulary. Every key is optional; an empty value means "any".
 #   type    an event type, exact (e.g. rule_retired); KNOWN_TYPES are offered, others allowed
@@ -27,26 +29,7 @@ from .selectors import FilterError
 #   since   an ISO date or date-time (UTC when no offset): events at or after it
 #   until   an ISO date or date-time: events before it (a bare date includes that whole day)
 JOURNAL_FILTER_KEYS = ("type", "rule", "round", "actor", "since", "until")
-KNOWN_TYPES = (
-    "rule_added",
-    "rule_promoted",
-    "rule_retired",
-    "rule_retired_by_reviewer",
-    "rule_duplicate_suspected",
-    "validation_round_started",
-    "validation_candidate_started",
-    "validation_replay_case",
-    "validation_verdict",
-    "validation_round_finished",
-    "validation_fallback_announced",
-    "validation_kick_failed",
-    "round_kicked",
-    "report_received",
-    "corpus_imported",
-    "pack_imported",
-    "token_created",
-    "token_revoked",
-)
+KNOWN_TYPES = tuple(EventType.values)
 PAGE_SIZE = 50
 _DATE = re.compile(r"^\d{4}-\d\d-\d\d$")
 _TYPE = re.compile(r"^[a-z][a-z0-9_.]{0,63}$")

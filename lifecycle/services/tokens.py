@@ -13,8 +13,10 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from .models import ApiToken, TokenRole
-from .services import journal_write
+from lifecycle import journal
+from lifecycle.journal import EventType
+
+from ..models import ApiToken, TokenRole
 
 KEY_PREFIX = "cw_"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,149}$")
@@ -73,8 +75,8 @@ def token_create(
                 created_at=now,
                 created_by=created_by,
             )
-            journal_write(
-                type="token_created",
+            journal.write(
+                type=EventType.TOKEN_CREATED,
                 actor=actor,
                 at=now,
                 evidence={"name": name, "role": role, "prefix": token.prefix},
@@ -96,8 +98,8 @@ def token_revoke(*, name: str, actor: str, now: datetime | None = None) -> bool:
             revoked_at=now
         )
         if changed:
-            journal_write(
-                type="token_revoked",
+            journal.write(
+                type=EventType.TOKEN_REVOKED,
                 actor=actor,
                 at=now,
                 evidence={"name": token.name, "role": token.role, "prefix": token.prefix},

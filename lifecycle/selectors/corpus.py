@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from . import atoms as atom_lib
-from .matching import rule_matches
-from .metrics import Registry, load_registry
-from .models import Rule, RuleState, Trajectory, TrajectoryAtom, TrajectoryKind
-from .selectors import FilterError
+from lifecycle.validation import FilterError
+
+from .. import atoms as atom_lib
+from ..matching import rule_matches
+from ..metrics import Registry, load_registry
+from ..models import Rule, RuleState, Trajectory, TrajectoryAtom, TrajectoryKind
 
 # The corpus filter vocabulary. Every key is optional; an empty value means "any".
 #   kind               failure | success | near_miss

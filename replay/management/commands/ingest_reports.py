@@ -1,7 +1,6 @@
-from lifecycle.corpus import ImportRejected, read_jsonl
-from lifecycle.intake import ingest_reports
 from lifecycle.management.base import JsonCommand, open_lines
-from replay.kick import kicks_deferred
+from lifecycle.validation import ImportRejected, read_jsonl
+from replay.intake import reports_ingest
 
 
 class Command(JsonCommand):
@@ -12,10 +11,9 @@ class Command(JsonCommand):
         parser.add_argument("file", help="JSON Lines file, or - for stdin")
 
     def handle(self, *args, **options):
-        # One round for the whole file, not one per report (semantics §9.1).
-        with open_lines(options["file"]) as lines, kicks_deferred():
+        with open_lines(options["file"]) as lines:
             try:
-                result = ingest_reports(read_jsonl(lines), actor="cli")
+                result = reports_ingest(read_jsonl(lines), actor="cli")
             except ImportRejected as exc:
                 self.reject(exc)
         self.emit(

@@ -9,13 +9,16 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from lifecycle.corpus import ImportRejected, import_corpus, read_jsonl
-from lifecycle.intake import ingest_reports, record_candidates
+import lifecycle
+from lifecycle.services.candidates import candidates_record
+from lifecycle.services.corpus import import_corpus
 from lifecycle.states import Actor
+from lifecycle.validation import ImportRejected, read_jsonl
+from replay.intake import reports_ingest
 from replay.kick import kicks_deferred
 from replay.services import run_until_settled
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+DEMO_DIR = Path(lifecycle.__file__).resolve().parent / "fixtures" / "demo"
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
 
@@ -35,26 +38,27 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_groups_and_user()
         try:
+            # The loads below all ask for rounds; validation runs to standstill after them.
             with kicks_deferred():
                 self._load("corpus.jsonl", lambda rows: import_corpus(rows))
                 self._load(
                     "reports_history.jsonl",
-                    lambda rows: ingest_reports(read_jsonl(rows), actor="demo"),
+                    lambda rows: reports_ingest(read_jsonl(rows), actor="demo"),
                 )
                 self._load(
                     "candidates.jsonl",
-                    lambda rows: record_candidates(
+                    lambda rows: candidates_record(
                         read_jsonl(rows), actor=Actor.extractor("demo-extractor")
                     )[0],
                 )
                 self._load(
                     "reports_live.jsonl",
-                    lambda rows: ingest_reports(read_jsonl(rows), actor="demo"),
+                    lambda rows: reports_ingest(read_jsonl(rows), actor="demo"),
                 )
                 # Recorded after the live reports, so its forward trial has no sessions yet.
                 self._load(
                     "candidates_late.jsonl",
-                    lambda rows: record_candidates(
+                    lambda rows: candidates_record(
                         read_jsonl(rows), actor=Actor.extractor("demo-extractor")
                     )[0],
                 )

@@ -31,10 +31,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import atoms as atom_lib
-from .matching import matching_trajectories, rule_family
-from .metrics import Registry, load_registry
-from .models import Rule, Trajectory, TrajectoryAtom, TrajectoryKind
+from .. import atoms as atom_lib
+from ..matching import matching_trajectories, rule_family
+from ..metrics import Registry, load_registry
+from ..models import Rule, Trajectory, TrajectoryAtom, TrajectoryKind
 
 MATCHERS = ("lexical", "signature")
 LEXICAL_THRESHOLD = 0.5

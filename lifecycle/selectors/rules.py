@@ -11,17 +11,10 @@ from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
-from .metrics import load_registry
-from .models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
-
-
-class FilterError(ValueError):
-    """A filter value outside the vocabulary; `field` names the filter at fault."""
-
-    def __init__(self, message: str, *, field: str):
-        super().__init__(message)
-        self.field = field
-
+from ..journal import DECISION_TYPES, TRANSITION_TYPES, EventType
+from ..metrics import load_registry
+from ..models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
+from ..validation import FilterError
 
 # The rule-list filter vocabulary. Every key is optional; an empty value means "any".
 #   state            candidate | active | retired
@@ -179,7 +172,7 @@ def rule_filter_choices() -> dict:
 
 # --- Overview ----------------------------------------------------------------------------------
 
-LIFECYCLE_EVENT_TYPES = ("rule_added", "rule_promoted", "rule_retired", "rule_retired_by_reviewer")
+LIFECYCLE_EVENT_TYPES = TRANSITION_TYPES
 
 
 def state_counts() -> dict[str, int]:
@@ -392,7 +385,7 @@ def replay_rounds(
     round's `validation_verdict` for the rule."""
     rounds: dict[int | None, ReplayRound] = {}
     for event in events:
-        if event.type == "validation_replay_case":
+        if event.type == EventType.VALIDATION_REPLAY_CASE:
             entry = rounds.setdefault(event.round_id, ReplayRound(event.round_id, event.at))
             entry.cases.append(
                 case_row(
@@ -401,7 +394,7 @@ def replay_rounds(
             )
             entry.retire_on = event.evidence.get("retire_on") or entry.retire_on
     for event in events:
-        if event.type == "validation_verdict" and event.round_id in rounds:
+        if event.type == EventType.VALIDATION_VERDICT and event.round_id in rounds:
             rounds[event.round_id].verdict = event.evidence
     return list(rounds.values())
 
@@ -483,7 +476,6 @@ def gate_columns(gate: dict) -> list[dict]:
 # A rule page shows the newest slice of a rule's history, so its cost stays flat however long
 # the rule has been pending; the journal page holds the rest.
 TIMELINE_LIMIT = 50
-DECISION_TYPES = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
 
 
 def rule_events(rule: Rule, *, limit: int = TIMELINE_LIMIT) -> tuple[list[JournalEvent], bool]:
@@ -504,13 +496,13 @@ def rule_replay_events(rule: Rule) -> list[JournalEvent]:
     """The rule's newest replay cases (at most `replay_case_limit()`) and the verdicts of the
     rounds they belong to."""
     cases = list(
-        JournalEvent.objects.filter(rule=rule, type="validation_replay_case").order_by(
+        JournalEvent.objects.filter(rule=rule, type=EventType.VALIDATION_REPLAY_CASE).order_by(
             "-at", "-id"
         )[: replay_case_limit()]
     )
     rounds = {e.round_id for e in cases if e.round_id is not None}
     verdicts = JournalEvent.objects.filter(
-        rule=rule, type="validation_verdict", round_id__in=rounds
+        rule=rule, type=EventType.VALIDATION_VERDICT, round_id__in=rounds
     ).order_by("at", "id")
     return [*cases[::-1], *(verdicts if rounds else [])]
 
@@ -532,8 +524,8 @@ def rule_detail(rule: Rule) -> dict:
     (semantics §12) come from their own modules and are kept apart from replay evidence."""
     # Imported here, not at start-up: extraction scoring loads the embedding model, and the
     # rule-list API that shares this module needs neither.
-    from .extraction_scoring import extraction_for_rule
-    from .gate import gate_both
+    from lifecycle.selectors.extraction import extraction_for_rule
+    from lifecycle.selectors.gate import gate_both
 
     events, older_events = rule_events(rule)
     promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN

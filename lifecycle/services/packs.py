@@ -19,24 +19,21 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as SchemaError
 
-from .metrics import load_registry
-from .models import JournalEvent, Rule, RuleState
-from .services import (
-    InvalidRule,
-    candidate_fields,
-    content_hash,
-    journal_write,
-    rule_content_hash,
-    rule_record_candidate,
-)
-from .states import Actor, ActorKind, NotAllowed
+from lifecycle import journal, signals
+from lifecycle.journal import DECISION_TYPES, EventType
+from lifecycle.services.rules import rule_record_candidate
+from lifecycle.validation import InvalidRule, candidate_fields, content_hash, rule_content_hash
+
+from ..metrics import load_registry
+from ..models import JournalEvent, Rule, RuleState
+from ..states import Actor, ActorKind, NotAllowed
 
 PACK_VERSION = 1
 PACK_FORMATS = ("yaml", "json")
 AGENT_FILE_FORMATS = ("agents_md", "claude_md", "cursor_mdc")
 # A pack of thousands of rules is well under this; anything bigger is refused before parsing.
 MAX_PACK_CHARS = 10_000_000
-DECISION_EVENTS = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
+DECISION_EVENTS = DECISION_TYPES
 
 
 class InvalidSelection(ValueError):
@@ -150,7 +147,7 @@ def evidence_summary(rule: Rule, decision: JournalEvent | None) -> dict:
     evidence = decision.evidence or {}
     summary["decided_at"] = decision.at.isoformat()
     summary["reason"] = evidence.get("reason", "")
-    if decision.type == "rule_retired_by_reviewer":
+    if decision.type == EventType.RULE_RETIRED_BY_REVIEWER:
         summary["validator"] = "reviewer"
         summary["by"] = decision.actor
         return summary
@@ -550,7 +547,8 @@ def import_pack(text: str, *, actor: Actor, now: datetime | None = None) -> dict
     pack_actor = Actor.pack(f"{preview.name}@{preview.version}")
     now = now or timezone.now()
     created, unchanged = [], []
-    with transaction.atomic():
+    # One round for the whole pack, whoever imports it (semantics §9.1).
+    with signals.one_announcement(), transaction.atomic():
         for p in preview.rules:
             if p.action == "unchanged":
                 unchanged.append(p.existing_id)
@@ -577,8 +575,8 @@ def import_pack(text: str, *, actor: Actor, now: datetime | None = None) -> dict
             )
             created.append(rule.id)
         if created:
-            journal_write(
-                type="pack_imported",
+            journal.write(
+                type=EventType.PACK_IMPORTED,
                 actor=actor,
                 at=now,
                 evidence={

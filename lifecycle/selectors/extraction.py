@@ -6,10 +6,10 @@ a delta or a trial, and nothing elsewhere folds these scores into a rule's valid
 """
 
 from comparison.compare import compare_many
+from lifecycle.validation import ImportRejected, LineError
 
-from . import atoms as atom_lib
-from .corpus import ImportRejected, LineError
-from .models import Rule, Trajectory
+from .. import atoms as atom_lib
+from ..models import Rule, Trajectory
 
 
 def _parts(rule: dict) -> dict:
