@@ -14,7 +14,7 @@ from django.utils import timezone
 from ..journal import DECISION_TYPES, TRANSITION_TYPES, EventType
 from ..metrics import load_registry
 from ..models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
-from ..validation import FilterError
+from ..validation import FilterError, InvalidRule, check_metric
 
 # The rule-list filter vocabulary. Every key is optional; an empty value means "any".
 #   state            candidate | active | retired
@@ -143,11 +143,10 @@ def rule_list(*, filters: dict) -> QuerySet[Rule]:
         rules = rules.filter(state=RuleState.CANDIDATE, pending_reason=f["pending_reason"])
     if f["metric"]:
         registry = load_registry()
-        if registry.resolve(f["metric"]) is None:
-            known = ", ".join(sorted(registry))
-            raise FilterError(
-                f"metric must be one of {known} (got {f['metric']!r})", field="metric"
-            )
+        try:
+            check_metric(f["metric"], registry)
+        except InvalidRule as exc:
+            raise FilterError(str(exc), field="metric") from None
         rules = rules.filter(metric__in=registry.family(f["metric"]))
     if f["has_ground_truth"]:
         rules = rules.filter(has_ground_truth=f["has_ground_truth"] in _YES)
@@ -522,10 +521,11 @@ def rule_decision_event(rule: Rule) -> JournalEvent | None:
 def rule_detail(rule: Rule) -> dict:
     """Everything the rule page shows. The corpus gate (semantics §11) and the extraction diff
     (semantics §12) come from their own modules and are kept apart from replay evidence."""
-    # Imported here, not at start-up: extraction scoring loads the embedding model, and the
-    # rule-list API that shares this module needs neither.
-    from lifecycle.selectors.extraction import extraction_for_rule
-    from lifecycle.selectors.gate import gate_both
+    # Imported here, not at start-up: the extraction module also holds the comparator's
+    # scoring, and the rule-list API that shares this module needs neither. The page reads the
+    # stored extraction scores; the comparator does not run here.
+    from .extraction import extraction_for_rule
+    from .gate import gate_both
 
     events, older_events = rule_events(rule)
     promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN

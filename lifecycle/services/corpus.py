@@ -22,7 +22,8 @@ from lifecycle.validation import (
 )
 
 from .. import atoms as atom_lib
-from ..models import Trajectory, TrajectoryAtom, TrajectoryKind
+from ..models import Rule, Trajectory, TrajectoryAtom, TrajectoryKind
+from ..tasks import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
 REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")
@@ -170,7 +171,18 @@ def import_corpus(lines: Iterable[str | bytes], *, replace: bool = False) -> Imp
         _replace_trajectories([f for _, f in changed], imported_at=now)
         _insert_trajectories(new, imported_at=now)
         result.updated, result.created = len(changed), len(new)
+        _rescore_on_commit([f["id"] for f in new] + [f["id"] for _, f in changed])
     return result
+
+
+def _rescore_on_commit(case_ids: list[str]) -> None:
+    """Rules recorded before their source case arrived (or changed) are scored again."""
+    rule_ids = []
+    for start in range(0, len(case_ids), BATCH * 5):
+        chunk = case_ids[start : start + BATCH * 5]
+        rule_ids += Rule.objects.filter(source_case__in=chunk).values_list("id", flat=True)
+    if rule_ids:
+        transaction.on_commit(lambda: rules_rescore_enqueue(rule_ids))
 
 
 def _replace_trajectories(rows: list[dict], *, imported_at: datetime) -> None:

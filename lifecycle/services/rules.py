@@ -20,6 +20,7 @@ from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
+from ..tasks import rule_compare_enqueue
 from ..trials import baseline
 from ..validation import (
     InvalidRule,
@@ -154,10 +155,9 @@ def _journal_added(rule: Rule, *, actor: Actor, now: datetime) -> None:
 
 
 def _after_recording(rule_id: str) -> None:
-    """On commit: compare the rule with its neighbours and its source case off the request
-    (the comparator is slow to load and never blocks recording), and ask for a round."""
-    from ..tasks import rule_compare_enqueue
-
+    """On commit: compare the rule with its source case's expected rule and with its live
+    neighbours, off the write path (the comparator is slow and never blocks recording), and
+    ask for a round."""
     transaction.on_commit(lambda: rule_compare_enqueue(rule_id))
     signals.announce("candidate")
 

@@ -22,7 +22,8 @@ def follow_ups(monkeypatch):
     seen = []
     monkeypatch.setattr("replay.receivers.kick_round", lambda *, reason: seen.append(reason))
     monkeypatch.setattr(
-        "lifecycle.tasks.rule_compare_enqueue", lambda rule_id: seen.append(f"compare {rule_id}")
+        "lifecycle.services.rules.rule_compare_enqueue",
+        lambda rule_id: seen.append(f"compare {rule_id}"),
     )
     return seen
 
