@@ -9,7 +9,7 @@ from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, read_jsonl
 from replay.intake import reports_ingest
 
-from ..factories import T0, jsonl, report
+from ..builders import T0, jsonl, report
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, read_jsonl
 
-DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "lifecycle" / "fixtures" / "demo"
 ROW_KEYS = {
     "rule",
     "state",

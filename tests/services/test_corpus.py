@@ -10,7 +10,7 @@ from lifecycle.models import Trajectory, TrajectoryAtom
 from lifecycle.services.corpus import import_corpus
 from lifecycle.validation import ImportRejected
 
-from .factories import jsonl, trajectory
+from ..builders import jsonl, trajectory
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, numbered, read_jsonl
 from replay.intake import reports_ingest
 
-from .factories import T0, candidate, jsonl, report
+from ..builders import T0, candidate, jsonl, report
 
 pytestmark = pytest.mark.django_db
 
