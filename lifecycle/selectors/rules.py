@@ -14,6 +14,7 @@ from django.utils import timezone
 from ..journal import DECISION_TYPES, TRANSITION_TYPES, EventType
 from ..metrics import load_registry
 from ..models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
+from ..scopes import rule_as_dict
 from ..validation import FilterError, InvalidRule, check_metric
 
 # The rule-list filter vocabulary. Every key is optional; an empty value means "any".
@@ -555,4 +556,41 @@ def rule_detail(rule: Rule) -> dict:
         "extraction_parts": extraction_parts(extraction),
         "promote_margin": promote_margin,
         "regress_margin": regress_margin,
+    }
+
+
+def rule_status(rule_id: str) -> dict | None:
+    """What `show_rule` shows (semantics §15): the rule, its pending reason, its trial so far,
+    its replay attempts and its latest evidence event; None when there is no such rule."""
+    rule = Rule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        return None
+    trial = TrialEnrolment.objects.filter(rule=rule).aggregate(
+        enrolled=Count("id"),
+        breached=Count("id", filter=Q(breached=True)),
+        read_candidate=Count("id", filter=Q(read_candidate=True)),
+    )
+    latest = (
+        JournalEvent.objects.filter(
+            rule=rule, type__in=(*DECISION_TYPES, EventType.VALIDATION_VERDICT)
+        )
+        .order_by("-at", "-id")
+        .first()
+    )
+    return {
+        **rule_as_dict(rule),
+        "pending_reason": rule.pending_reason or None,
+        "pending_text": rule.pending_text or None,
+        "replay_attempts": rule.replay_attempts,
+        "validator": rule.last_validator or None,
+        "reason": rule.verdict_reason,
+        "trial": {"baseline_rate": rule.baseline_rate, **trial},
+        "latest_evidence": None
+        if latest is None
+        else {
+            "type": latest.type,
+            "at": latest.at.isoformat(),
+            "round": latest.round_id,
+            "evidence": latest.evidence,
+        },
     }

@@ -22,7 +22,10 @@ from lifecycle.validation import (
 )
 
 from .. import atoms as atom_lib
+from .. import journal
+from ..journal import EventType
 from ..models import Rule, Trajectory, TrajectoryAtom, TrajectoryKind
+from ..states import Actor
 from ..tasks import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
@@ -136,9 +139,13 @@ def _parse_corpus(lines: Iterable[str | bytes]) -> dict[str, tuple[int, dict]]:
     return parsed
 
 
-def import_corpus(lines: Iterable[str | bytes], *, replace: bool = False) -> ImportResult:
+def import_corpus(
+    lines: Iterable[str | bytes], *, replace: bool = False, actor: Actor | None = None
+) -> ImportResult:
     """Validate the whole file, then write it in one transaction with bulk statements.
-    Trajectories already stored with other content are refused unless `replace`."""
+    Trajectories already stored with other content are refused unless `replace`. With an
+    `actor` (an API token), a change is journaled as `corpus_imported` in the same transaction;
+    the command line loads corpora unjournaled, as the operator's own setup."""
     parsed = _parse_corpus(lines)
     result = ImportResult(ids=list(parsed))
     now = timezone.now()
@@ -172,6 +179,12 @@ def import_corpus(lines: Iterable[str | bytes], *, replace: bool = False) -> Imp
         _insert_trajectories(new, imported_at=now)
         result.updated, result.created = len(changed), len(new)
         _rescore_on_commit([f["id"] for f in new] + [f["id"] for _, f in changed])
+        if actor is not None and (new or changed):
+            journal.write(
+                type=EventType.CORPUS_IMPORTED,
+                actor=actor,
+                evidence={**result.as_dict(), "replace": replace},
+            )
     return result
 
 

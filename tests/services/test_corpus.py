@@ -6,8 +6,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from lifecycle.models import Trajectory, TrajectoryAtom
+from lifecycle.models import JournalEvent, Trajectory, TrajectoryAtom
 from lifecycle.services.corpus import import_corpus
+from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected
 
 from ..builders import jsonl, trajectory
@@ -149,3 +150,14 @@ def test_the_command_exits_non_zero_naming_the_line(tmp_path):
 def test_the_command_refuses_a_missing_file():
     with pytest.raises(CommandError, match="cannot read"):
         call_command("import_corpus", "/nonexistent/corpus.jsonl")
+
+
+def test_an_import_by_a_token_is_journaled_with_it_and_a_no_op_is_not():
+    bot = Actor.agent("corpus-bot")
+    import_corpus(jsonl(trajectory("F-001")), actor=bot)
+    import_corpus(jsonl(trajectory("F-001")), actor=bot)  # the same again: nothing changed
+    import_corpus(jsonl(trajectory("F-002")))  # the command line's own setup
+    events = JournalEvent.objects.filter(type="corpus_imported")
+    assert [(e.actor, e.evidence) for e in events] == [
+        ("corpus-bot", {"created": 1, "unchanged": 0, "updated": 0, "replace": False})
+    ]
