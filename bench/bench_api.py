@@ -1,4 +1,4 @@
-"""API latency at scale (issue 6): 10,000 rules over 8 scopes and 100,000 journal events on
+"""API latency at scale: 10,000 rules over 8 scopes and 100,000 journal events on
 PostgreSQL; median server-side time of the calls a live harness makes most.
 
     python bench/bench_api.py                          # postgres://root@127.0.0.1:5432/cw_api_bench
@@ -6,7 +6,7 @@ PostgreSQL; median server-side time of the calls a live harness makes most.
 
 Each call goes through Django's test client (middleware, token auth, handler, queries, JSON;
 no network) `--runs` times after one warm-up. Round kicks stop at the broker: this measures the
-request path, which never waits for a round (SPEC §9.4). Prints one line a figure.
+request path, which never waits for a round (semantics §9.4). Prints one line a figure.
 """
 
 import argparse
@@ -39,7 +39,9 @@ def ensure_database(url: str, *, reseed: bool) -> None:
 
 
 def seed() -> None:
-    from lifecycle.models import JournalEvent, Rule
+    from lifecycle import journal
+    from lifecycle.journal import EventType
+    from lifecycle.models import Rule
 
     if Rule.objects.exists():
         return
@@ -60,18 +62,17 @@ def seed() -> None:
         for i in range(RULES)
     ]
     Rule.objects.bulk_create(rules, batch_size=2000)
-    JournalEvent.objects.bulk_create(
+    journal.write_many(
         [
-            JournalEvent(
-                type="validation_verdict",
+            journal.event(
+                type=EventType.VALIDATION_VERDICT,
                 at=T0 + timedelta(seconds=i),
                 rule_id=f"B-{i % RULES:05d}",
                 actor="engine",
                 evidence={"outcome": "pending", "reason": "trial: 1/5 sessions observed"},
             )
             for i in range(EVENTS)
-        ],
-        batch_size=5000,
+        ]
     )
 
 
@@ -102,7 +103,7 @@ def main() -> None:
     from django.test import Client
 
     from lifecycle.models import ApiToken
-    from lifecycle.tokens import token_create
+    from lifecycle.services.tokens import token_create
     from replay.tasks import round_run_task
 
     call_command("migrate", verbosity=0)

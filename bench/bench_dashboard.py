@@ -1,4 +1,4 @@
-"""Dashboard render times at scale (issue 5 "Quality"): 10,000 rules and 1,000,000 journal
+"""Dashboard render times at scale: 10,000 rules and 1,000,000 journal
 events on PostgreSQL, median server-side render time of the rules page and a rule page.
 
     python bench/bench_dashboard.py                    # postgres://root@127.0.0.1:5432/cw_dash
@@ -99,7 +99,7 @@ def case_evidence(i: int, rule_id: str) -> str:
 def seed(*, rules: int, events: int) -> None:
     from django.db import connection
 
-    from lifecycle.corpus import import_corpus
+    from lifecycle.services.corpus import import_corpus
     from replay.kick import kicks_deferred
 
     corpus = Path(__file__).resolve().parent.parent / "lifecycle/fixtures/demo/corpus.jsonl"

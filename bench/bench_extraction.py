@@ -1,4 +1,4 @@
-"""Extraction-accuracy bench (SPEC §12): token-F1 against the comparator.
+"""Extraction-accuracy bench (semantics §12): token-F1 against the comparator.
 
 Prints, for each split of comparison/data/extraction_eval.jsonl (dev, heldout, fresh, fresh2,
 all; "fresh" and "fresh2" are 120 pairs each, written later by authors who never saw the

@@ -1,4 +1,4 @@
-"""Corpus import throughput (issue 2): time `import_corpus` on N generated trajectories.
+"""Corpus import throughput: time `import_corpus` on N generated trajectories.
 
     python bench/bench_import.py [--n 100000]                      # temporary SQLite file
     DATABASE_URL=postgres://127.0.0.1/cw_bench python bench/bench_import.py   # PostgreSQL
@@ -65,8 +65,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from lifecycle.corpus import import_corpus
     from lifecycle.models import Trajectory
+    from lifecycle.services.corpus import import_corpus
 
     call_command("migrate", verbosity=0)
     Trajectory.objects.filter(id__startswith="BENCH-").delete()

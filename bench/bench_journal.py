@@ -1,4 +1,4 @@
-"""Journal page and export at scale (issue 5 §7): 1,000,000 journal events on PostgreSQL; median
+"""Journal page and export at scale: 1,000,000 journal events on PostgreSQL; median
 server-side time of the journal page (newest, deep in the past, each filter) and export speed.
 
     python bench/bench_journal.py                      # postgres://root@127.0.0.1:5432/cw_dash
@@ -81,8 +81,8 @@ def main() -> None:
     from django.test import Client
 
     from cauterweb.api.cursor import encode_cursor
-    from lifecycle import selectors_journal
     from lifecycle.models import JournalEvent, Rule
+    from lifecycle.selectors import journal as selectors_journal
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     call_command("migrate", interactive=False, verbosity=0)

@@ -1,5 +1,5 @@
-"""Bench: matching one rule against 1,000,000 stored trajectories on PostgreSQL (SPEC §11,
-issue 4: target < 100 ms).
+"""Bench: matching one rule against 1,000,000 stored trajectories on PostgreSQL (semantics §11,
+target < 100 ms).
 
     .venv/bin/python bench/bench_matching.py [--n 1000000] [--reseed] [--runs 20]
 

@@ -1,4 +1,4 @@
-"""The `cauterweb` console script: `cauterweb COMMAND ...` is `manage.py COMMAND ...` (SPEC §15)."""
+"""The `cauterweb` console script: `cauterweb COMMAND ...` is `manage.py COMMAND ...` (semantics §15)."""
 
 import os
 import sys

@@ -1,4 +1,4 @@
-"""One settings module, driven by the environment (SPEC §16).
+"""One settings module, driven by the environment (semantics §16).
 
 With no DATABASE_URL and no CELERY_BROKER_URL the app runs on an SQLite file under var/ and
 executes Celery tasks eagerly, so a fresh clone can run the demo with one command. A value that
@@ -58,7 +58,7 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
 
 
 def env_callable_or_url(name: str) -> str:
-    """A dotted `package.module:function` path or an http(s):// URL (SPEC §14); checked here,
+    """A dotted `package.module:function` path or an http(s):// URL (semantics §14); checked here,
     imported lazily by the engine so a typo fails at start-up and not in the middle of a round."""
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -194,7 +194,7 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = not env_bool("CAUTERWEB_MANIFEST_STATIC", False)
 
-# API request bodies larger than this are refused with 413 (issue 6).
+# API request bodies larger than this are refused with 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CAUTERWEB_MAX_BODY_BYTES", 50 * 1024 * 1024, minimum=1024)
 
 # --- Celery -------------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# A request must never hang on a broker that is down (SPEC §9.1): fail fast, the periodic
+# A request must never hang on a broker that is down (semantics §9.1): fail fast, the periodic
 # schedule picks the work up later.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
@@ -218,13 +218,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": CAUTERWEB_ROUND_SCHEDULE_S,
     }
 }
-# Where the single-flight round lock lives (SPEC §9.1): Redis when the broker is Redis,
+# Where the single-flight round lock lives (semantics §9.1): Redis when the broker is Redis,
 # otherwise a row in the database.
 CAUTERWEB_LOCK_URL = env_str(
     "CAUTERWEB_LOCK_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
 )
 
-# --- Engine knobs (SPEC §16) -------------------------------------------------------------------
+# --- Engine knobs (semantics §16) -------------------------------------------------------------------
 CAUTERWEB_RULE_PROMOTE_MARGIN = env_float("CAUTERWEB_RULE_PROMOTE_MARGIN", 0.05)
 CAUTERWEB_RULE_REGRESS_MARGIN = env_float("CAUTERWEB_RULE_REGRESS_MARGIN", 0.05)
 CAUTERWEB_RULE_TRIAL_MIN_SESSIONS = env_int("CAUTERWEB_RULE_TRIAL_MIN_SESSIONS", 5, minimum=1)
@@ -237,12 +237,12 @@ CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = env_float("CAUTERWEB_REPLAY_ENV_WAIT_TIMEO
 CAUTERWEB_VALIDATION_ROUND_BUDGET_S = env_float("CAUTERWEB_VALIDATION_ROUND_BUDGET_S", 0.0)
 CAUTERWEB_REPLAY_BACKEND = env_callable_or_url("CAUTERWEB_REPLAY_BACKEND")
 CAUTERWEB_VERIFIER = env_callable_or_url("CAUTERWEB_VERIFIER")
-# Key for the HMAC-SHA256 signature of HTTP replay requests (SPEC §14).
+# Key for the HMAC-SHA256 signature of HTTP replay requests (semantics §14).
 CAUTERWEB_REPLAY_HMAC_KEY = env_str("CAUTERWEB_REPLAY_HMAC_KEY", SECRET_KEY)
 # Base URL the HTTP harness uses to reach our rule tool and started signal.
 CAUTERWEB_PUBLIC_URL = env_str("CAUTERWEB_PUBLIC_URL", "http://127.0.0.1:8000")
 
-# The metric registry (SPEC §1) is a table; this seeds it. (name, tier, higher_is_better, aliases)
+# The metric registry (semantics §1) is a table; this seeds it. (name, tier, higher_is_better, aliases)
 CAUTERWEB_DEFAULT_METRICS = [
     ("outcome_correct", 0, True, []),
     ("task_completion", 1, True, []),
@@ -254,7 +254,7 @@ CAUTERWEB_DEFAULT_METRICS = [
     ("step_efficiency", 3, True, []),
 ]
 
-# Optional LLM extractor (issue 4): an OpenAI-compatible chat-completions endpoint.
+# Optional LLM extractor: an OpenAI-compatible chat-completions endpoint.
 CAUTERWEB_LLM_BASE_URL = env_str("CAUTERWEB_LLM_BASE_URL")
 CAUTERWEB_LLM_MODEL = env_str("CAUTERWEB_LLM_MODEL")
 CAUTERWEB_LLM_API_KEY = env_str("CAUTERWEB_LLM_API_KEY")

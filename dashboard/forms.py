@@ -12,9 +12,10 @@ from django import forms
 from django.utils.dateparse import parse_date, parse_datetime
 
 from lifecycle import atoms as atom_lib
-from lifecycle import selectors, selectors_corpus
 from lifecycle.models import PendingReason, RuleState, TrajectoryKind
-from lifecycle.selectors import FilterError
+from lifecycle.selectors import corpus as selectors_corpus
+from lifecycle.selectors import rules as selectors
+from lifecycle.validation import FilterError
 
 ANY = [("", "any")]
 YES_NO = ("yes", "true", "1", "no", "false", "0")

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 
 from cauterweb.api import cursor
 from lifecycle.models import JournalEvent
-from lifecycle.selectors import FilterError
+from lifecycle.validation import FilterError
 
 JOURNAL_PAGE_SIZE = 50
 

@@ -1,12 +1,13 @@
 """Django admin: tokens are created and revoked here through the token services (so each is
 journaled and the clear key is shown exactly once); the domain tables are read-only, because
-every state change goes through a service that journals it (SPEC §3, §10)."""
+every state change goes through a service that journals it (semantics §3, §10)."""
 
 from django import forms
 from django.contrib import admin, messages
 
+from lifecycle.services.tokens import InvalidToken, clean_name, token_create, token_revoke
+
 from .models import ApiToken, JournalEvent, Report, Rule, TokenRole, Trajectory
-from .tokens import InvalidToken, clean_name, token_create, token_revoke
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -1,4 +1,4 @@
-"""Signature atoms (SPEC §1, §11): `key:value` strings compared as atoms, never as prose."""
+"""Signature atoms (semantics §1, §11): `key:value` strings compared as atoms, never as prose."""
 
 import re
 

@@ -1,8 +1,8 @@
-"""Matching by signature, not prose (SPEC §11).
+"""Matching by signature, not prose (semantics §11).
 
 `rule_matches` is the one match decision: replay case selection, the corpus gate, the corpus
 page and the rule tool all ask it (or `matching_trajectories`, its indexed twin for stored
-trajectories, which must agree with it on every input — tests/test_matching.py checks that
+trajectories, which must agree with it on every input — tests/services/test_matching.py checks that
 exhaustively).
 
 - Failure-mode match: every failure-mode atom of the rule (`tool:`, `action:`, `error:`, any
@@ -41,7 +41,7 @@ def rule_matches(
     trajectory_atoms: Iterable[str],
     family: frozenset[str],
 ) -> bool:
-    """Does a rule fire on a trajectory whose atoms (signature ∪ notices) are given? SPEC §11.
+    """Does a rule fire on a trajectory whose atoms (signature ∪ notices) are given? semantics §11.
 
     `family` is the declared metric's family (the metric plus its aliases); when empty and a
     metric is declared, the metric alone is its family."""
@@ -119,7 +119,7 @@ def matching_trajectories(
 
 UNION_BATCH = 200
 
-# Newest first, as replay selects cases (SPEC §7.1); an undated trajectory comes last.
+# Newest first, as replay selects cases (semantics §7.1); an undated trajectory comes last.
 NEWEST_FIRST = (F("started_at").desc(nulls_last=True), "-id")
 
 

@@ -1,4 +1,4 @@
-"""The metric registry (SPEC §1): read from its table into plain data for the engine."""
+"""The metric registry (semantics §1): read from its table into plain data for the engine."""
 
 from dataclasses import dataclass, field
 
@@ -44,7 +44,7 @@ def load_registry() -> Registry:
 
 
 def seed_default_metrics(model, *, using: str = "default") -> None:
-    """Insert the registry of settings.CAUTERWEB_DEFAULT_METRICS where missing (SPEC §1)."""
+    """Insert the registry of settings.CAUTERWEB_DEFAULT_METRICS where missing (semantics §1)."""
     from django.conf import settings
 
     for name, tier, higher_is_better, aliases in settings.CAUTERWEB_DEFAULT_METRICS:

@@ -1,4 +1,4 @@
-"""The domain model (SPEC §1–§5, §10). Integrity lives in database constraints, not in save()."""
+"""The domain model (semantics §1–§5, §10). Integrity lives in database constraints, not in save()."""
 
 from django.conf import settings
 from django.db import models
@@ -6,12 +6,12 @@ from django.db.models import Q
 
 
 class MetricDefinition(models.Model):
-    """The metric registry of SPEC §1: data seeded from settings, not names scattered in code."""
+    """The metric registry of semantics §1: data seeded from settings, not names scattered in code."""
 
     name = models.CharField(max_length=64, primary_key=True)
     tier = models.PositiveSmallIntegerField()
     higher_is_better = models.BooleanField(default=True)
-    # The family is the metric plus its aliases (SPEC §1).
+    # The family is the metric plus its aliases (semantics §1).
     aliases = models.JSONField(default=list, blank=True)
     description = models.TextField(blank=True)
 
@@ -32,7 +32,7 @@ class TrajectoryKind(models.TextChoices):
 
 
 class Trajectory(models.Model):
-    """One recorded agent session on one task (a *case*, SPEC §1–§2)."""
+    """One recorded agent session on one task (a *case*, semantics §1–§2)."""
 
     id = models.CharField(max_length=128, primary_key=True)
     kind = models.CharField(max_length=16, choices=TrajectoryKind.choices)
@@ -50,14 +50,14 @@ class Trajectory(models.Model):
     replayable = models.BooleanField(default=True)
     replay_input = models.JSONField(null=True, blank=True)
     meta = models.JSONField(default=dict, blank=True)
-    # sha256 of the canonical JSON of the imported line: re-imports compare it (SPEC §2).
+    # sha256 of the canonical JSON of the imported line: re-imports compare it (semantics §2).
     content_hash = models.CharField(max_length=64)
     imported_at = models.DateTimeField()
 
     class Meta:
         ordering = ["id"]
         indexes = [
-            # Replay case selection: newest replayable cases of a kind first (SPEC §7.1–§7.2).
+            # Replay case selection: newest replayable cases of a kind first (semantics §7.1–§7.2).
             models.Index(
                 fields=["kind", "replayable", "-started_at", "id"], name="traj_kind_newest"
             ),
@@ -77,7 +77,7 @@ class Trajectory(models.Model):
 
 
 class TrajectoryAtom(models.Model):
-    """One signature or notice atom of a trajectory, so matching (SPEC §11) is an indexed lookup
+    """One signature or notice atom of a trajectory, so matching (semantics §11) is an indexed lookup
     by atom instead of a scan of every stored signature."""
 
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="atoms")
@@ -93,14 +93,14 @@ class TrajectoryAtom(models.Model):
 
 
 class Report(models.Model):
-    """One live session report (SPEC §2): feeds forward trials and new candidates' baselines."""
+    """One live session report (semantics §2): feeds forward trials and new candidates' baselines."""
 
     session_id = models.CharField(max_length=128)
     at = models.DateTimeField()
     notices = models.JSONField(default=list, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
     rules_read = models.JSONField(default=list, blank=True)
-    # Derived once at ingest so the baseline window (SPEC §8) is an indexed slice.
+    # Derived once at ingest so the baseline window (semantics §8) is an indexed slice.
     has_notice = models.BooleanField(default=False)
     content_hash = models.CharField(max_length=64)
     received_at = models.DateTimeField()
@@ -126,7 +126,7 @@ class RuleState(models.TextChoices):
 
 
 class PendingReason(models.TextChoices):
-    """The closed set of SPEC §10. Empty means "not yet attempted"."""
+    """The closed set of semantics §10. Empty means "not yet attempted"."""
 
     TRIAL_IN_PROGRESS = "trial_in_progress", "forward trial in progress: waiting for sessions"
     NO_MATCHING_REPLAYABLE_CASE = (
@@ -160,7 +160,7 @@ class AuthorKind(models.TextChoices):
 
 
 class Rule(models.Model):
-    """A standing rule or a candidate for one (SPEC §1, §3). Its text is immutable: editing
+    """A standing rule or a candidate for one (semantics §1, §3). Its text is immutable: editing
     records a new candidate whose `replaces` points at the old one."""
 
     id = models.CharField(max_length=64, primary_key=True)
@@ -177,7 +177,7 @@ class Rule(models.Model):
     source_case = models.CharField(max_length=128, blank=True)
     source_notice = models.CharField(max_length=255, blank=True)
     # Anything else about where it came from: pack name/version and the evidence a pack
-    # carried (shown, never trusted — SPEC §13), an extractor's inputs, ...
+    # carried (shown, never trusted — semantics §13), an extractor's inputs, ...
     provenance = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64)
 
@@ -188,8 +188,12 @@ class Rule(models.Model):
     duplicate_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="probable_duplicates"
     )
+    # Extraction accuracy (semantics §12): the comparator's scores of this rule against its
+    # source case's expected rule, computed after commit (lifecycle.tasks) so pages read it
+    # instead of running the comparator. None when there is no expected rule to compare with.
+    comparison = models.JSONField(null=True, blank=True, default=None)
 
-    # Forward-trial baseline, captured when the candidate is recorded (SPEC §8).
+    # Forward-trial baseline, captured when the candidate is recorded (semantics §8).
     baseline_rate = models.FloatField(default=1.0)
     baseline_sessions = models.PositiveIntegerField(default=0)
     baseline_hits = models.PositiveIntegerField(default=0)
@@ -198,7 +202,7 @@ class Rule(models.Model):
     pending_reason = models.CharField(
         max_length=40, choices=PendingReason.choices, blank=True, default=""
     )
-    # Set on the first validation attempt: "no verdict yet" vs "never attempted" (SPEC §10).
+    # Set on the first validation attempt: "no verdict yet" vs "never attempted" (semantics §10).
     first_attempted_at = models.DateTimeField(null=True, blank=True)
     last_validator = models.CharField(max_length=16, blank=True)
     verdict_reason = models.TextField(blank=True)
@@ -244,7 +248,7 @@ class Rule(models.Model):
 
 
 class TrialEnrolment(models.Model):
-    """A session enrolled in a candidate's forward trial (SPEC §8)."""
+    """A session enrolled in a candidate's forward trial (semantics §8)."""
 
     # No index of its own: enrolment_unique leads with the rule. One index fewer to write per
     # row matters, as every report enrols its session in every candidate's trial.
@@ -262,7 +266,7 @@ class TrialEnrolment(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["rule", "session_id"], name="enrolment_unique"),
         ]
-        # A later report of the session flips its enrolments (SPEC §8): found by session, so
+        # A later report of the session flips its enrolments (semantics §8): found by session, so
         # the cost does not grow with every trial ever run.
         indexes = [models.Index(fields=["session_id"], name="enrolment_session")]
 
@@ -271,7 +275,7 @@ class TrialEnrolment(models.Model):
 
 
 class RuleRead(models.Model):
-    """One rule returned by the rule tool to one session (SPEC §5): recorded per read."""
+    """One rule returned by the rule tool to one session (semantics §5): recorded per read."""
 
     session_id = models.CharField(max_length=128)
     rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="reads")
@@ -305,7 +309,7 @@ class JournalIsAppendOnly(Exception):
 
 
 class JournalEvent(models.Model):
-    """An append-only journal event (SPEC §10). The ORM refuses updates and deletes; on
+    """An append-only journal event (semantics §10). The ORM refuses updates and deletes; on
     PostgreSQL a trigger refuses them too (migration 0002)."""
 
     type = models.CharField(max_length=64)
@@ -329,7 +333,7 @@ class JournalEvent(models.Model):
             models.Index(fields=["at", "id"], name="journal_at"),
         ]
         constraints = [
-            # Exactly one engine verdict per rule, even if two workers race (SPEC §3).
+            # Exactly one engine verdict per rule, even if two workers race (semantics §3).
             models.UniqueConstraint(
                 fields=["rule"],
                 condition=Q(type__in=["rule_promoted", "rule_retired"]),
@@ -355,7 +359,7 @@ class TokenRole(models.TextChoices):
 
 
 class ApiToken(models.Model):
-    """An API token (issue 6). Only its SHA-256 is stored; the clear value is shown once."""
+    """An API token. Only its SHA-256 is stored; the clear value is shown once."""
 
     name = models.CharField(max_length=150, unique=True)
     role = models.CharField(max_length=16, choices=TokenRole.choices)

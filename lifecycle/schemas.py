@@ -1,7 +1,7 @@
-"""The shapes of the API (issue 6), as published in its OpenAPI schema.
+"""The shapes of the API, as published in its OpenAPI schema.
 
 There is no `state` in any input: a rule's state changes only through the engine's verdicts
-and a reviewer's retire/re-queue endpoints, never by writing a field (SPEC §3).
+and a reviewer's retire/re-queue endpoints, never by writing a field (semantics §3).
 """
 
 from datetime import datetime
@@ -61,7 +61,7 @@ class ReportIn(Schema):
 
 
 class TrajectoryIn(Schema):
-    """One corpus line (SPEC §2); any further SPEC §2 field is accepted."""
+    """One corpus line (semantics §2); any further semantics §2 field is accepted."""
 
     id: str
     kind: Literal["failure", "success", "near_miss"]
@@ -101,7 +101,7 @@ class RuleOut(Schema):
     signature: list[str]
     tags: list[str]
     state: Literal["candidate", "active", "retired"]
-    pending_reason: str | None = Field(description="SPEC §10; null when not waiting")
+    pending_reason: str | None = Field(description="semantics §10; null when not waiting")
     pending_text: str = Field(description="'not yet attempted' differs from 'no verdict yet'")
     replay_attempts: int
     last_validator: str | None
@@ -145,7 +145,9 @@ class EventPageOut(Schema):
 class TrialOut(Schema):
     enrolled: int
     breached: int
-    read_candidate: int = Field(description="enrolled sessions that read the candidate (SPEC §5)")
+    read_candidate: int = Field(
+        description="enrolled sessions that read the candidate (semantics §5)"
+    )
     needed: int
     baseline_rate: float
     baseline_sessions: int

@@ -1,4 +1,4 @@
-"""Scope files and the rule tool (SPEC §4, §5).
+"""Scope files and the rule tool (semantics §4, §5).
 
 A candidate must be in force to be measurable, so candidates are always rendered and always
 returned; a query may narrow the active rules, never the candidates.
@@ -19,7 +19,7 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 
 
 def rule_as_dict(rule: Rule) -> dict:
-    """A rule as the rule tool and replay backends see it (SPEC §14 `case.rule`)."""
+    """A rule as the rule tool and replay backends see it (semantics §14 `case.rule`)."""
     return {
         "id": rule.id,
         "trigger": rule.trigger,
@@ -46,7 +46,7 @@ def _query_terms(query: str) -> tuple[frozenset[str], frozenset[str]]:
 
 def narrows_to(rule: Rule, query_atoms: frozenset[str], query_words: frozenset[str]) -> bool:
     """Does an active rule stay in a narrowed read? Atoms in the query match by signature,
-    through the one match function of SPEC §11; plain words match the rule's own words."""
+    through the one match function of semantics §11; plain words match the rule's own words."""
     if query_atoms and rule_matches(
         rule_signature=list(rule.signature),
         rule_metric=rule.metric,
@@ -70,7 +70,7 @@ def scope_rules(
     """(active rules, candidates) of a scope (all scopes when None).
 
     `visible_candidates` restricts which candidates are discoverable — the replay context shows
-    only the candidate under test (SPEC §7.3); None shows them all (the live rule tool)."""
+    only the candidate under test (semantics §7.3); None shows them all (the live rule tool)."""
     rules = Rule.objects.filter(state__in=[RuleState.ACTIVE, RuleState.CANDIDATE])
     if scope:
         rules = rules.filter(scope=scope)
@@ -102,7 +102,7 @@ def record_reads(
 def rule_tool_read(
     *, scope: str | None, session_id: str, query: str | None = None, now: datetime | None = None
 ) -> list[dict]:
-    """The live rule tool (SPEC §5): returns the rules and records the read for the session."""
+    """The live rule tool (semantics §5): returns the rules and records the read for the session."""
     active, candidates = scope_rules(scope, query=query)
     returned = active + candidates
     if session_id:
@@ -127,7 +127,7 @@ def _strip_when(trigger: str) -> str:
 
 
 def render_scope(scope: str) -> str:
-    """The scope file as agents read it (SPEC §4): active rules, then the candidates under the
+    """The scope file as agents read it (semantics §4): active rules, then the candidates under the
     provisional heading."""
     active, candidates = scope_rules(scope)
     out = [f"# Rules for scope: {scope}", ""]

@@ -1,4 +1,4 @@
-"""The rule state machine of SPEC §3 as a pure table: who may do what, from which state.
+"""The rule state machine of semantics §3 as a pure table: who may do what, from which state.
 
 Nothing here touches the database; `lifecycle.services` consults it under a row lock.
 """
@@ -53,7 +53,7 @@ class Action(StrEnum):
 
 # action -> (states it may start from, state it ends in, actor kinds allowed).
 # PROMOTE and RETIRE are the engine's alone: no agent, extractor, pack or reviewer can promote,
-# not its own rule and not another's (SPEC §3).
+# not its own rule and not another's (semantics §3).
 TRANSITIONS: dict[Action, tuple[frozenset[str], str, frozenset[ActorKind]]] = {
     Action.RECORD: (
         frozenset({""}),

@@ -1,4 +1,4 @@
-"""Forward-trial baseline (SPEC §8) as a pure function over plain data."""
+"""Forward-trial baseline (semantics §8) as a pure function over plain data."""
 
 from collections.abc import Iterable
 
@@ -12,7 +12,7 @@ def baseline(
 
     `reports` are (session_id, notices) of the last `baseline_window` such reports. The rate is
     the fraction of distinct sessions whose notices hit the metric family; for a rule with no
-    metric (empty family) any notice hits. With no such history the baseline is 1.0 (SPEC §8):
+    metric (empty family) any notice hits. With no such history the baseline is 1.0 (semantics §8):
     a new kind of rule cannot promote on an imagined improvement over nothing.
     """
     hit_atoms = family_notice_atoms(family)

@@ -1,4 +1,4 @@
-"""Validation rounds (SPEC §7–§10): the I/O around `replay.engine`.
+"""Validation rounds (semantics §7–§10): the I/O around `replay.engine`.
 
 A round takes the round lock, orders the candidates (rotation, §9.2), and for each one either
 replays its matching cases through the configured backend or consults its forward trial, asks
@@ -20,7 +20,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from lifecycle import journal
 from lifecycle.bulk import insert_many, update_from_values
+from lifecycle.journal import EventType
 from lifecycle.matching import NEWEST_FIRST, newest_matching_ids
 from lifecycle.metrics import Registry, load_registry
 from lifecycle.models import (
@@ -32,7 +34,7 @@ from lifecycle.models import (
     TrajectoryKind,
 )
 from lifecycle.scopes import _query_terms, narrows_to, rule_as_dict
-from lifecycle.services import Decision, journal_write, rules_decide
+from lifecycle.services.rules import Decision, rules_decide
 from lifecycle.states import Action, Actor
 
 from . import engine, lock
@@ -95,7 +97,7 @@ def _backend(setting: str):
 
 
 def round_run(*, kicked_by: str = "", now: datetime | None = None) -> ValidationRound | None:
-    """Run one round; None when another round holds the lock (SPEC §9.1). Never raises."""
+    """Run one round; None when another round holds the lock (semantics §9.1). Never raises."""
     holder = lock.new_holder()
     try:
         if not lock.acquire(holder):
@@ -191,7 +193,7 @@ class Outcome:
 
 
 # Verdicts are written in batches — a few statements per batch instead of a few per candidate
-# (SPEC §9: cost linear in candidates, small constant) — of at most WRITE_BATCH, and no later
+# (semantics §9: cost linear in candidates, small constant) — of at most WRITE_BATCH, and no later
 # than FLUSH_S after the oldest was reached. A real harness spends seconds per replay, so each
 # of its verdicts is written as soon as it is reached; a crash loses at most FLUSH_S of work,
 # which the next round redoes (nothing half-written: each batch is one transaction).
@@ -228,8 +230,8 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
     try:
         if not cfg.replay_wired:
             _announce_fallback(now)
-        journal_write(
-            type="validation_round_started",
+        journal.write(
+            type=EventType.VALIDATION_ROUND_STARTED,
             actor=ENGINE,
             round_id=vround.pk,
             at=now,
@@ -262,8 +264,8 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
         status = RoundStatus.FAILED
     summary["elapsed_s"] = round(time.monotonic() - begun, 4)
     finished = timezone.now()
-    journal_write(
-        type="validation_round_finished",
+    journal.write(
+        type=EventType.VALIDATION_ROUND_FINISHED,
         actor=ENGINE,
         round_id=vround.pk,
         at=finished,
@@ -280,16 +282,16 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
 
 
 def _announce_fallback(now: datetime) -> None:
-    """Say once, ever, that the engine works without a replay backend (SPEC §8). Under the
+    """Say once, ever, that the engine works without a replay backend (semantics §8). Under the
     round lock, so two workers cannot both announce it."""
-    if JournalEvent.objects.filter(type="validation_fallback_announced").exists():
+    if JournalEvent.objects.filter(type=EventType.VALIDATION_FALLBACK_ANNOUNCED).exists():
         return
     logger.warning(
         "no replay backend configured (CAUTERWEB_REPLAY_BACKEND): candidates are decided by "
         "forward trials only"
     )
-    journal_write(
-        type="validation_fallback_announced",
+    journal.write(
+        type=EventType.VALIDATION_FALLBACK_ANNOUNCED,
         actor=ENGINE,
         at=now,
         evidence={"validator": engine.FORWARD_TRIAL, "why": "no replay backend configured"},
@@ -388,13 +390,16 @@ def _write(state: _Round) -> None:
             keep.append(o.rule.id)
             o.result = o.verdict.outcome
             trial_figures = o.trial.evidence()
-            events.append(_journal("validation_candidate_started", o, round_id, o.at, o.started))
+            events.append(
+                _journal(EventType.VALIDATION_CANDIDATE_STARTED, o, round_id, o.at, o.started)
+            )
             events += [
-                _journal("validation_replay_case", o, round_id, now, case) for case in o.cases
+                _journal(EventType.VALIDATION_REPLAY_CASE, o, round_id, now, case)
+                for case in o.cases
             ]
             events.append(
                 _journal(
-                    "validation_verdict",
+                    EventType.VALIDATION_VERDICT,
                     o,
                     round_id,
                     now,
@@ -427,7 +432,7 @@ def _write(state: _Round) -> None:
                     )
                 )
         _bookkeeping(keep, outcomes, now)
-        insert_many(events)
+        journal.write_many(events)
         insert_many(
             [RuleRead(session_id=sid, rule_id=rid, at=now, via="replay") for sid, rid in reads]
         )
@@ -489,13 +494,13 @@ def _count(summary: dict, o: Outcome) -> None:
         summary["promoted" if o.result == "promote" else "retired"] += 1
 
 
-def _journal(type_: str, o: Outcome, round_id: int, now: datetime, evidence: dict):
-    return JournalEvent(
+def _journal(type_: EventType, o: Outcome, round_id: int, now: datetime, evidence: dict):
+    return journal.event(
         type=type_,
         at=now,
         rule_id=o.rule.id,
         round_id=round_id,
-        actor=ENGINE.name,
+        actor=ENGINE,
         evidence=evidence,
     )
 
@@ -518,7 +523,7 @@ def _details(o: Outcome, replay_attempts: int) -> dict:
     }
 
 
-# --- replay (SPEC §7) --------------------------------------------------------------------------
+# --- replay (semantics §7) --------------------------------------------------------------------------
 
 
 def _case_ref(t: Trajectory) -> engine.CaseRef:
@@ -527,7 +532,7 @@ def _case_ref(t: Trajectory) -> engine.CaseRef:
 
 
 def _failing_cases(rule: Rule, state: _Round) -> list[Trajectory]:
-    """The candidate's matching replayable failing cases, newest first (SPEC §7.1)."""
+    """The candidate's matching replayable failing cases, newest first (semantics §7.1)."""
     by_id = state.cases.failing(rule)
     refs = engine.select_failing_cases(map(_case_ref, by_id.values()), limit=state.cfg.max_failing)
     return [by_id[c.id] for c in refs]
@@ -623,7 +628,7 @@ def _trajectory_dict(t: Trajectory) -> dict:
 
 
 def _rules_for(actives: dict[str, list[Rule]], candidate: Rule):
-    """The replay's rule tool (SPEC §7.3): active rules as the baseline, the candidate under
+    """The replay's rule tool (semantics §7.3): active rules as the baseline, the candidate under
     test, and no other candidate. Built from rules already in memory so a backend thread never
     touches the database; same narrowing as the live tool (`lifecycle.scopes`)."""
     # A snapshot: rules promoted later in the round do not change a replay already running.
@@ -648,7 +653,7 @@ def _rules_for(actives: dict[str, list[Rule]], candidate: Rule):
 
 
 def _last_trace_metrics(session: Any) -> dict | None:
-    """The metrics of the session's last trace (SPEC §7.4), or None if there are none."""
+    """The metrics of the session's last trace (semantics §7.4), or None if there are none."""
     if not isinstance(session, dict):
         return None
     traces = session.get("traces")
@@ -665,7 +670,7 @@ def _last_trace_metrics(session: Any) -> dict | None:
 
 
 def _replay(state: _Round, o: Outcome) -> None:
-    """Replay the candidate's cases one at a time (SPEC §7) and put the evidence on `o`."""
+    """Replay the candidate's cases one at a time (semantics §7) and put the evidence on `o`."""
     rule, cfg, registry = o.rule, state.cfg, state.registry
     failing = _failing_cases(rule, state)
     o.retire_on = engine.retire_on(
@@ -675,7 +680,7 @@ def _replay(state: _Round, o: Outcome) -> None:
         registry=registry,
     )
     if not failing:
-        # Nothing to replay the candidate against: the backend is not called (SPEC §7.1).
+        # Nothing to replay the candidate against: the backend is not called (semantics §7.1).
         o.replay = engine.decide_replay([], margins=cfg.margins)
         return
     wins = _protected_wins(rule.scope, state)
@@ -793,7 +798,7 @@ def _replay_case(
 
 def _verify(verifier, session: Any, replay_input: Any) -> float | None:
     """The verifier's verdict as `outcome_correct`; "don't know" (None) or an error counts as
-    no answer — it contributes nothing and vetoes nothing (SPEC §6)."""
+    no answer — it contributes nothing and vetoes nothing (semantics §6)."""
     try:
         answer = verifier(session, replay_input)
     except Exception:
@@ -807,7 +812,7 @@ def _verify(verifier, session: Any, replay_input: Any) -> float | None:
         return None
 
 
-# --- standstill (SPEC §9.4) --------------------------------------------------------------------
+# --- standstill (semantics §9.4) --------------------------------------------------------------------
 
 
 def _snapshot() -> set:
@@ -825,7 +830,7 @@ def _snapshot() -> set:
 
 
 def rules_summary() -> list[dict]:
-    """Every rule as `validate --json` lists it (SPEC §15)."""
+    """Every rule as `validate --json` lists it (semantics §15)."""
     return [
         {
             "id": rule.id,
@@ -849,7 +854,7 @@ def rules_summary() -> list[dict]:
 
 
 def run_until_settled(*, timeout_s: float) -> dict:
-    """Run rounds until one changes nothing, or until `timeout_s` passes (SPEC §9.4).
+    """Run rounds until one changes nothing, or until `timeout_s` passes (semantics §9.4).
 
     A round in flight is never cancelled: the timeout is checked between rounds. When another
     worker holds the round lock, wait for it and go on."""

@@ -1,4 +1,4 @@
-"""The round as a Celery task (SPEC §9.1): thin — one call into the engine."""
+"""The round as a Celery task (semantics §9.1): thin — one call into the engine."""
 
 from celery import shared_task
 

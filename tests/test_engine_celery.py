@@ -1,4 +1,4 @@
-"""Rounds through real Celery workers on Redis and PostgreSQL (SPEC §3, §9.1).
+"""Rounds through real Celery workers on Redis and PostgreSQL (semantics §3, §9.1).
 
 Run with both services, e.g.:
     CELERY_BROKER_URL=redis://127.0.0.1:6379/1 DATABASE_URL=postgres://root@127.0.0.1:5432/cw_engine \\
@@ -19,12 +19,12 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from lifecycle.corpus import read_jsonl
-from lifecycle.intake import ingest_reports
 from lifecycle.models import JournalEvent, Rule
+from lifecycle.validation import read_jsonl
+from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
-from tests.factories import T0, jsonl, report
+from tests.builders import T0, jsonl, report
 from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -115,7 +115,7 @@ def rounds_settled() -> bool:
 
 
 @pytest.mark.usefixtures("workers", "registry_seeded")
-def test_two_workers_racing_apply_one_verdict(monkeypatch):  # SPEC §3, §9.1
+def test_two_workers_racing_apply_one_verdict(monkeypatch):  # semantics §3, §9.1
     monkeypatch.undo()  # real kicks, through the broker
     corpus(rescuable("F-1"))
     candidate = rule("R-1")
@@ -144,12 +144,12 @@ def test_two_workers_racing_apply_one_verdict(monkeypatch):  # SPEC §3, §9.1
 
 @pytest.mark.usefixtures("workers", "registry_seeded")
 def test_a_report_kicks_a_round_on_a_worker_that_journals_the_verdict(monkeypatch):
-    monkeypatch.undo()  # SPEC §8, §9.1 end to end: report in → round kicked → verdict
+    monkeypatch.undo()  # semantics §8, §9.1 end to end: report in → round kicked → verdict
     rule("R-9", signature=["tool:kubectl", "error:image_pull_backoff"])
     wait_for(rounds_settled)
     before = ValidationRound.objects.count()
     reports = [report(f"live-{i}", T0 + timedelta(minutes=i)) for i in range(5)]
-    ingest_reports(read_jsonl(jsonl(*reports)))
+    reports_ingest(read_jsonl(jsonl(*reports)))
     wait_for(lambda: JournalEvent.objects.filter(rule_id="R-9", type="rule_promoted").exists())
     promoted = JournalEvent.objects.get(rule_id="R-9", type="rule_promoted")
     assert promoted.evidence["validator"] == "forward_trial"

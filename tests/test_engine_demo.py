@@ -1,5 +1,5 @@
-"""The demo settles as issue 3 promises: promoted and retired by replay with per-case evidence,
-decided by forward trial, and pending with a named reason (SPEC §7–§10)."""
+"""The demo settles as promised: promoted and retired by replay with per-case evidence,
+decided by forward trial, and pending with a named reason (semantics §7–§10)."""
 
 import pytest
 from django.core.management import call_command

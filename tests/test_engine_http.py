@@ -1,4 +1,4 @@
-"""The HTTP replay backend and its callbacks (SPEC §14): a signed POST, a per-replay token, the
+"""The HTTP replay backend and its callbacks (semantics §14): a signed POST, a per-replay token, the
 rule tool and the started signal through the API."""
 
 import json
@@ -64,7 +64,7 @@ def remote(settings):
 
 
 @pytest.mark.usefixtures("registry_seeded", "remote")
-def test_a_remote_harness_replays_through_signed_requests_and_the_api(monkeypatch):  # SPEC §14
+def test_a_remote_harness_replays_through_signed_requests_and_the_api(monkeypatch):  # semantics §14
     received = []
     monkeypatch.setattr(http.requests, "post", harness(received=received))
     corpus(failing("F-1"))
@@ -83,7 +83,7 @@ def test_a_remote_harness_replays_through_signed_requests_and_the_api(monkeypatc
 @pytest.mark.usefixtures("registry_seeded", "remote")
 def test_a_remote_harness_that_never_signals_start_is_env_wait_timeout(
     monkeypatch, settings
-):  # SPEC §9.3
+):  # semantics §9.3
     settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 0.2
     import threading
 
@@ -104,7 +104,7 @@ def test_a_remote_harness_that_never_signals_start_is_env_wait_timeout(
 
 
 @pytest.mark.django_db
-def test_the_rule_tool_refuses_a_forged_or_missing_token(client):  # SPEC §14
+def test_the_rule_tool_refuses_a_forged_or_missing_token(client):  # semantics §14
     assert client.get("/api/v1/replay/rules").status_code == 401
     forged = {"HTTP_X_CAUTERWEB_REPLAY_TOKEN": "replay:1:R-1:F-1"}
     assert client.get("/api/v1/replay/rules", **forged).status_code == 401
@@ -112,7 +112,7 @@ def test_the_rule_tool_refuses_a_forged_or_missing_token(client):  # SPEC §14
 
 
 @pytest.mark.django_db
-def test_the_rule_tool_shows_the_candidate_under_test_and_no_other(client):  # SPEC §7.3
+def test_the_rule_tool_shows_the_candidate_under_test_and_no_other(client):  # semantics §7.3
     rule("R-1")
     rule("R-2", directive="another directive")
     token = http.make_token(session_id="replay:9:R-1:F-1", rule_id="R-1")

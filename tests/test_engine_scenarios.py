@@ -1,5 +1,5 @@
 """Validation rounds end to end on the database, driven by a scripted Python backend
-(SPEC §6–§10, §14). Each test names the rule of the spec it holds the engine to."""
+(semantics §6–§10, §14). Each test names the rule of the spec it holds the engine to."""
 
 import io
 import threading
@@ -10,17 +10,18 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lifecycle.corpus import import_corpus, read_jsonl
-from lifecycle.intake import ingest_reports
 from lifecycle.models import JournalEvent, Rule, RuleRead, TrialEnrolment
-from lifecycle.services import rule_retire_by_reviewer
+from lifecycle.services.corpus import import_corpus
+from lifecycle.services.rules import rule_retire_by_reviewer
 from lifecycle.states import Actor
+from lifecycle.validation import read_jsonl
 from replay import lock
+from replay.intake import reports_ingest
 from replay.kick import kick_round, kicks_deferred
 from replay.models import ValidationRound
 from replay.services import round_run, run_until_settled
 from replay.trials import trial_enrol
-from tests.factories import T0, candidate, jsonl, report, trajectory
+from tests.builders import T0, candidate, jsonl, report, trajectory
 
 BACKEND = "tests.test_engine_scenarios:scripted"
 SIGNATURE = ["tool:git", "action:git.push", "error:non_fast_forward"]
@@ -137,7 +138,7 @@ def state_of(rule_id="R-1"):
 
 
 @pytest.mark.django_db
-def test_an_improvement_past_the_margin_promotes_with_exact_journal_rows():  # SPEC §7.8, §10
+def test_an_improvement_past_the_margin_promotes_with_exact_journal_rows():  # semantics §7.8, §10
     corpus(failing("F-1"), win("S-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9)
@@ -175,7 +176,7 @@ def test_an_improvement_past_the_margin_promotes_with_exact_journal_rows():  # S
 
 
 @pytest.mark.django_db
-def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # SPEC §7.8, §7.9
+def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # semantics §7.8, §7.9
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.34)  # +0.04 < 0.05
@@ -186,7 +187,7 @@ def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # S
 
 
 @pytest.mark.django_db
-def test_a_win_case_regression_retires_and_names_the_win():  # SPEC §7.7 protected wins
+def test_a_win_case_regression_retires_and_names_the_win():  # semantics §7.7 protected wins
     corpus(failing("F-1"), win("S-7"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9)
@@ -200,7 +201,7 @@ def test_a_win_case_regression_retires_and_names_the_win():  # SPEC §7.7 protec
 
 
 @pytest.mark.django_db
-def test_an_unrelated_coherence_drop_does_not_retire():  # SPEC §7.7
+def test_an_unrelated_coherence_drop_does_not_retire():  # semantics §7.7
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9, coherence=0.71)  # −0.09
@@ -211,7 +212,7 @@ def test_an_unrelated_coherence_drop_does_not_retire():  # SPEC §7.7
 
 
 @pytest.mark.django_db
-def test_a_drop_on_the_target_metric_retires():  # SPEC §7.7 retire_on
+def test_a_drop_on_the_target_metric_retires():  # semantics §7.7 retire_on
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.2, outcome_correct=0.0)
@@ -237,7 +238,7 @@ def scripted_verifier(session, replay_input):
 
 
 @pytest.mark.django_db
-def test_the_verifier_outranks_the_declared_metric(settings):  # SPEC §6.1
+def test_the_verifier_outranks_the_declared_metric(settings):  # semantics §6.1
     settings.CAUTERWEB_VERIFIER = "tests.test_engine_scenarios:scripted_verifier"
     VERDICTS["answer"] = 0.0  # the outcome is still wrong, whatever task_completion says
     corpus(failing("F-1"))
@@ -250,7 +251,7 @@ def test_the_verifier_outranks_the_declared_metric(settings):  # SPEC §6.1
 
 
 @pytest.mark.django_db
-def test_a_verifier_that_does_not_know_vetoes_nothing(settings):  # SPEC §6.1
+def test_a_verifier_that_does_not_know_vetoes_nothing(settings):  # semantics §6.1
     settings.CAUTERWEB_VERIFIER = "tests.test_engine_scenarios:scripted_verifier"
     VERDICTS["answer"] = None
     corpus(failing("F-1"))
@@ -265,7 +266,7 @@ def test_a_verifier_that_does_not_know_vetoes_nothing(settings):  # SPEC §6.1
 
 
 @pytest.mark.django_db
-def test_a_never_read_candidate_is_not_exercised_and_reads_count_per_case():  # SPEC §7.5
+def test_a_never_read_candidate_is_not_exercised_and_reads_count_per_case():  # semantics §7.5
     corpus(failing("F-1", minutes=2), failing("F-2", minutes=1))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.3)  # read, no improvement
@@ -289,7 +290,7 @@ def test_a_never_read_candidate_is_not_exercised_and_reads_count_per_case():  # 
 
 
 @pytest.mark.django_db
-def test_only_unread_cases_leave_the_candidate_pending_not_exercised():  # SPEC §7.5, §7.9
+def test_only_unread_cases_leave_the_candidate_pending_not_exercised():  # semantics §7.5, §7.9
     corpus(failing("F-1"))
     rule()
 
@@ -303,7 +304,7 @@ def test_only_unread_cases_leave_the_candidate_pending_not_exercised():  # SPEC 
 
 
 @pytest.mark.django_db
-def test_the_context_hides_other_candidates_and_shows_active_rules():  # SPEC §7.3
+def test_the_context_hides_other_candidates_and_shows_active_rules():  # semantics §7.3
     corpus(failing("F-1"))
     other = candidate("R-0", signature=["action:deploy"], scope="git")
     active = candidate("A-1", signature=["action:git.pull"], scope="git")
@@ -322,7 +323,7 @@ def test_the_context_hides_other_candidates_and_shows_active_rules():  # SPEC §
 
 
 @pytest.mark.django_db
-def test_a_backend_that_raises_is_inconclusive_and_the_round_finishes():  # SPEC §7.5, §7.11
+def test_a_backend_that_raises_is_inconclusive_and_the_round_finishes():  # semantics §7.5, §7.11
     corpus(failing("F-1"))
     rule("R-1")
     rule("R-2", directive="something else entirely")
@@ -340,7 +341,7 @@ def test_a_backend_that_raises_is_inconclusive_and_the_round_finishes():  # SPEC
 
 
 @pytest.mark.django_db
-def test_a_hung_backend_times_out(settings):  # SPEC §7.5, §9.3
+def test_a_hung_backend_times_out(settings):  # semantics §7.5, §9.3
     settings.CAUTERWEB_REPLAY_TIMEOUT_S = 0.2
     release = threading.Event()
     corpus(failing("F-1"))
@@ -362,7 +363,7 @@ def test_a_hung_backend_times_out(settings):  # SPEC §7.5, §9.3
 
 
 @pytest.mark.django_db
-def test_the_env_wait_is_not_charged_to_the_replay_timeout(settings):  # SPEC §9.3
+def test_the_env_wait_is_not_charged_to_the_replay_timeout(settings):  # semantics §9.3
     settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 2.0
     settings.CAUTERWEB_REPLAY_TIMEOUT_S = 0.3
     corpus(failing("F-1"))
@@ -387,7 +388,7 @@ def test_the_env_wait_is_not_charged_to_the_replay_timeout(settings):  # SPEC §
 
 @pytest.mark.django_db
 def test_a_backend_that_never_starts_is_env_wait_timeout_and_stays_a_candidate(settings):
-    settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 0.1  # SPEC §7.5, §9.3
+    settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 0.1  # semantics §7.5, §9.3
     release = threading.Event()
     corpus(failing("F-1"))
     rule()
@@ -407,7 +408,7 @@ def test_a_backend_that_never_starts_is_env_wait_timeout_and_stays_a_candidate(s
 
 
 @pytest.mark.django_db
-def test_no_matching_replayable_case_never_calls_the_backend():  # SPEC §7.1
+def test_no_matching_replayable_case_never_calls_the_backend():  # semantics §7.1
     corpus(failing("F-1", replayable=False), win("S-1"))
     rule()
     round_run()
@@ -417,7 +418,7 @@ def test_no_matching_replayable_case_never_calls_the_backend():  # SPEC §7.1
 
 
 @pytest.mark.django_db
-def test_failing_cases_are_the_newest_three_then_the_wins():  # SPEC §7.1, §7.2
+def test_failing_cases_are_the_newest_three_then_the_wins():  # semantics §7.1, §7.2
     corpus(*[failing(f"F-{i}", minutes=i) for i in range(1, 6)], win("S-1", 1), win("S-2", 2))
     rule()
     round_run()
@@ -425,7 +426,7 @@ def test_failing_cases_are_the_newest_three_then_the_wins():  # SPEC §7.1, §7.
 
 
 @pytest.mark.django_db
-def test_attempts_go_1_2_3_and_then_replay_stops_being_tried():  # SPEC §7.10
+def test_attempts_go_1_2_3_and_then_replay_stops_being_tried():  # semantics §7.10
     corpus(failing("F-1"))
     rule()
 
@@ -444,10 +445,10 @@ def test_attempts_go_1_2_3_and_then_replay_stops_being_tried():  # SPEC §7.10
 
 
 @pytest.mark.django_db
-def test_a_pending_replay_lets_a_decisive_trial_decide_in_the_same_round():  # SPEC §7.10, §8
+def test_a_pending_replay_lets_a_decisive_trial_decide_in_the_same_round():  # semantics §7.10, §8
     corpus(failing("F-1", replayable=False))
     rule()
-    ingest_reports(read_jsonl(jsonl(*[report(f"s{i}", T0) for i in range(5)])))
+    reports_ingest(read_jsonl(jsonl(*[report(f"s{i}", T0) for i in range(5)])))
     round_run()
     r = state_of()
     assert (r.state, r.last_validator) == ("active", "forward_trial")
@@ -460,7 +461,7 @@ def test_a_pending_replay_lets_a_decisive_trial_decide_in_the_same_round():  # S
 
 @pytest.mark.django_db
 def test_a_tiny_budget_still_gives_every_candidate_a_verdict_or_a_named_reason(settings):
-    settings.CAUTERWEB_VALIDATION_ROUND_BUDGET_S = 0.001  # SPEC §9.2
+    settings.CAUTERWEB_VALIDATION_ROUND_BUDGET_S = 0.001  # semantics §9.2
     corpus(failing("F-1"))
     for i in range(4):
         rule(f"R-{i}", directive=f"directive {i}")
@@ -481,7 +482,7 @@ def test_a_tiny_budget_still_gives_every_candidate_a_verdict_or_a_named_reason(s
 
 
 @pytest.mark.django_db
-def test_rounds_rotate_abc_bca_cab(settings):  # SPEC §9.2
+def test_rounds_rotate_abc_bca_cab(settings):  # semantics §9.2
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     for i, rid in enumerate("ABC"):
         candidate(rid, now=T0 + timedelta(minutes=i))
@@ -490,7 +491,7 @@ def test_rounds_rotate_abc_bca_cab(settings):  # SPEC §9.2
 
 
 @pytest.mark.django_db
-def test_repeated_validate_is_idempotent():  # SPEC §3, §9.4
+def test_repeated_validate_is_idempotent():  # semantics §3, §9.4
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9)
@@ -500,7 +501,9 @@ def test_repeated_validate_is_idempotent():  # SPEC §3, §9.4
     assert state_of().state == "active"
 
 
-def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(registry_seeded):  # SPEC §3, §9.5
+def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
+    registry_seeded,
+):  # semantics §3, §9.5
     corpus(failing("F-1"))
     rule("R-1")
     rule("R-2", directive="another directive")
@@ -519,12 +522,14 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(registry_seeded)
     assert vround.summary["skipped"] == 1
 
 
-def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(registry_seeded):  # SPEC §9.5
+def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(
+    registry_seeded,
+):  # semantics §9.5
     corpus(failing("F-1"))
     rule()
 
     def report_arrives(case, context):
-        ingest_reports(read_jsonl(jsonl(report("live-1", T0, notices=["breach:task_completion"]))))
+        reports_ingest(read_jsonl(jsonl(report("live-1", T0, notices=["breach:task_completion"]))))
         return read_and_return()(case, context)
 
     SCRIPT["F-1"] = report_arrives
@@ -538,7 +543,7 @@ def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(registry_s
 
 def test_a_rule_a_reviewer_retires_before_its_promotion_is_written_stays_retired(
     registry_seeded, monkeypatch
-):  # SPEC §3, §9.5
+):  # semantics §3, §9.5
     from replay import services
 
     # Verdicts are written in batches; hold this round's in one, to make the race certain.
@@ -565,7 +570,7 @@ def test_a_rule_a_reviewer_retires_before_its_promotion_is_written_stays_retired
 @pytest.mark.django_db
 def test_a_rule_promoted_earlier_in_the_round_is_active_in_the_next_replays(
     monkeypatch,
-):  # SPEC §7.3
+):  # semantics §7.3
     from replay import services
 
     monkeypatch.setattr(services, "FLUSH_S", 3600.0)  # still unwritten when R-2 replays
@@ -588,7 +593,7 @@ def test_a_rule_promoted_earlier_in_the_round_is_active_in_the_next_replays(
 
 def test_a_failing_case_recorded_during_a_replay_is_replayed_for_the_next_candidate(
     registry_seeded, monkeypatch
-):  # SPEC §7.1
+):  # semantics §7.1
     from replay import services
 
     # A harness slower than the look-ahead's freshness: every candidate selects anew.
@@ -610,7 +615,7 @@ def test_a_failing_case_recorded_during_a_replay_is_replayed_for_the_next_candid
 
 @pytest.mark.django_db
 def test_a_round_of_replays_costs_statements_per_batch_not_per_candidate(monkeypatch):
-    from replay import services  # SPEC §9: linear in candidates with a small constant
+    from replay import services  # semantics §9: linear in candidates with a small constant
 
     monkeypatch.setattr(services, "FLUSH_S", 3600.0)
 
@@ -638,7 +643,7 @@ def test_a_round_of_replays_costs_statements_per_batch_not_per_candidate(monkeyp
 
 
 @pytest.mark.django_db
-def test_standstill_runs_rounds_until_nothing_changes():  # SPEC §9.4
+def test_standstill_runs_rounds_until_nothing_changes():  # semantics §9.4
     corpus(failing("F-1", replayable=False))
     rule()
     result = run_until_settled(timeout_s=30)
@@ -658,7 +663,7 @@ def test_standstill_runs_rounds_until_nothing_changes():  # SPEC §9.4
 
 
 @pytest.mark.django_db
-def test_a_round_is_a_no_op_while_another_holds_the_lock():  # SPEC §9.1
+def test_a_round_is_a_no_op_while_another_holds_the_lock():  # semantics §9.1
     assert lock.acquire("someone-else")
     assert round_run() is None
     assert ValidationRound.objects.count() == 0
@@ -667,14 +672,14 @@ def test_a_round_is_a_no_op_while_another_holds_the_lock():  # SPEC §9.1
 
 
 @pytest.mark.django_db
-def test_the_database_lock_expires_if_its_holder_dies():  # SPEC §9.1
+def test_the_database_lock_expires_if_its_holder_dies():  # semantics §9.1
     assert lock.acquire("dead-worker", ttl_s=-1)
     assert lock.acquire("next-worker")
     assert not lock.acquire("third-worker")
 
 
 def test_a_kick_from_inside_a_round_does_not_recurse(registry_seeded, monkeypatch):
-    # SPEC §9.1: with eager Celery a kick runs its round inline; inside a round the lock makes
+    # semantics §9.1: with eager Celery a kick runs its round inline; inside a round the lock makes
     # that a no-op instead of a recursion or a deadlock.
     monkeypatch.undo()
     inner = {}
@@ -692,7 +697,7 @@ def test_a_kick_from_inside_a_round_does_not_recurse(registry_seeded, monkeypatc
 
 
 @pytest.mark.django_db
-def test_a_broker_that_is_down_is_logged_and_journaled_not_raised(monkeypatch):  # SPEC §9.1
+def test_a_broker_that_is_down_is_logged_and_journaled_not_raised(monkeypatch):  # semantics §9.1
     from replay import tasks
 
     def down(**kwargs):
@@ -722,7 +727,7 @@ def test_kicks_deferred_kick_once_at_the_end(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_the_fallback_is_announced_once_ever(settings, caplog):  # SPEC §8
+def test_the_fallback_is_announced_once_ever(settings, caplog):  # semantics §8
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     rule()
     with caplog.at_level("WARNING", logger="replay.services"):
@@ -735,7 +740,7 @@ def test_the_fallback_is_announced_once_ever(settings, caplog):  # SPEC §8
 
 @pytest.mark.django_db
 def test_a_never_attempted_candidate_is_distinguishable_from_no_verdict_yet(settings):
-    settings.CAUTERWEB_REPLAY_BACKEND = ""  # SPEC §10
+    settings.CAUTERWEB_REPLAY_BACKEND = ""  # semantics §10
     rule()
     assert state_of().pending_text == "not yet attempted"
     round_run()
@@ -747,30 +752,30 @@ def test_a_never_attempted_candidate_is_distinguishable_from_no_verdict_yet(sett
 
 
 @pytest.mark.django_db
-def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  # SPEC §8
+def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  # semantics §8
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     rule()
-    ingest_reports(
+    reports_ingest(
         read_jsonl(jsonl(*[report(f"s{i}", T0 + timedelta(minutes=i)) for i in range(7)]))
     )
     assert TrialEnrolment.objects.count() == 5
     later = report(
         "s0", T0 + timedelta(hours=1), notices=["breach:task_completion"], rules_read=["R-1"]
     )
-    ingest_reports(read_jsonl(jsonl(later)))
+    reports_ingest(read_jsonl(jsonl(later)))
     s0 = TrialEnrolment.objects.get(session_id="s0")
     assert (s0.breached, s0.read_candidate) == (True, True)
     assert TrialEnrolment.objects.filter(breached=True).count() == 1
 
 
 @pytest.mark.django_db
-def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # SPEC §8
+def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # semantics §8
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     rule("R-TC", metric="task_completion")
     rule("R-CO", metric="coherence", directive="d2")
     rule("R-ANY", metric="", directive="d3")
     rule("R-DONE", metric="task_completion", directive="d4")
-    ingest_reports(read_jsonl(jsonl(report("s1", T0), report("s2", T0))))
+    reports_ingest(read_jsonl(jsonl(report("s1", T0), report("s2", T0))))
     assert TrialEnrolment.objects.count() == 8
     Rule.objects.filter(pk="R-DONE").update(state="active")  # decided: its trial is over
     later = report(
@@ -779,7 +784,7 @@ def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # SPEC §8
         notices=["breach:task_completion"],
         rules_read=["R-CO", "R-DONE"],
     )
-    ingest_reports(read_jsonl(jsonl(later)))
+    reports_ingest(read_jsonl(jsonl(later)))
     flags = {
         (e.rule_id, e.session_id): (e.breached, e.read_candidate)
         for e in TrialEnrolment.objects.all()
@@ -798,7 +803,7 @@ def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # SPEC §8
 
 @pytest.mark.django_db
 def test_enrolment_takes_a_fixed_number_of_queries_however_many_candidates(settings):
-    settings.CAUTERWEB_REPLAY_BACKEND = ""  # SPEC §8: set-based, not a query per candidate
+    settings.CAUTERWEB_REPLAY_BACKEND = ""  # semantics §8: set-based, not a query per candidate
     from lifecycle.models import Report
 
     def enrol(session_id: str) -> int:
@@ -828,8 +833,8 @@ def test_enrolment_takes_a_fixed_number_of_queries_however_many_candidates(setti
 
 @pytest.mark.django_db
 def test_the_trial_retires_a_candidate_that_did_not_improve_on_its_baseline(settings):
-    settings.CAUTERWEB_REPLAY_BACKEND = ""  # SPEC §8
-    ingest_reports(
+    settings.CAUTERWEB_REPLAY_BACKEND = ""  # semantics §8
+    reports_ingest(
         read_jsonl(
             jsonl(
                 *[
@@ -845,7 +850,7 @@ def test_the_trial_retires_a_candidate_that_did_not_improve_on_its_baseline(sett
     )
     rule()
     assert state_of().baseline_rate == 0.5
-    ingest_reports(
+    reports_ingest(
         read_jsonl(
             jsonl(
                 *[
@@ -869,7 +874,7 @@ def test_the_trial_retires_a_candidate_that_did_not_improve_on_its_baseline(sett
 
 
 @pytest.mark.django_db
-def test_validate_json_prints_rounds_and_rules(capsys):  # SPEC §15
+def test_validate_json_prints_rounds_and_rules(capsys):  # semantics §15
     import json
 
     corpus(failing("F-1"))
@@ -893,7 +898,7 @@ def test_validate_json_prints_rounds_and_rules(capsys):  # SPEC §15
 
 
 @pytest.mark.django_db
-def test_validate_exits_non_zero_when_it_cannot_settle_in_time(monkeypatch):  # SPEC §9.4
+def test_validate_exits_non_zero_when_it_cannot_settle_in_time(monkeypatch):  # semantics §9.4
     from django.core.management.base import CommandError
 
     from replay import services
@@ -904,7 +909,7 @@ def test_validate_exits_non_zero_when_it_cannot_settle_in_time(monkeypatch):  # 
 
 
 @pytest.mark.django_db
-def test_journal_and_show_rule_commands(capsys):  # SPEC §15
+def test_journal_and_show_rule_commands(capsys):  # semantics §15
     import json
 
     corpus(failing("F-1"))
@@ -934,8 +939,8 @@ def test_journal_and_show_rule_commands(capsys):  # SPEC §15
 
 
 @pytest.mark.django_db
-def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # SPEC §3
-    from lifecycle.services import Decision, rules_decide
+def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # semantics §3
+    from lifecycle.services.rules import Decision, rules_decide
     from lifecycle.states import Action
 
     for rid in ("R-1", "R-2", "R-3"):
@@ -963,8 +968,8 @@ def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # S
 
 
 @pytest.mark.django_db
-def test_nobody_but_the_engine_may_decide(reviewer_actor):  # SPEC §3
-    from lifecycle.services import Decision, rules_decide
+def test_nobody_but_the_engine_may_decide(reviewer_actor):  # semantics §3
+    from lifecycle.services.rules import Decision, rules_decide
     from lifecycle.states import Action, NotAllowed
 
     rule()

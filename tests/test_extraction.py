@@ -1,4 +1,4 @@
-"""Extraction accuracy (SPEC §12): token-F1 baseline, word diff, atoms, the comparator.
+"""Extraction accuracy (semantics §12): token-F1 baseline, word diff, atoms, the comparator.
 
 Pure functions: no database, no Django settings needed.
 """
@@ -30,7 +30,7 @@ def rule(trigger: str, directive: str) -> dict:
     return {"trigger": trigger, "directive": directive}
 
 
-# --- token-F1, the naive baseline (SPEC §12) ---------------------------------------
+# --- token-F1, the naive baseline (semantics §12) ---------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_token_f1_counts_shared_words(a, b, expected):
     assert token_f1(a, b) == expected
 
 
-# --- word diff for the dashboard (SPEC §12) --------------------------------------
+# --- word diff for the dashboard (semantics §12) --------------------------------------
 
 
 def test_word_diff_marks_kept_deleted_and_inserted_words_in_reading_order():
@@ -88,7 +88,7 @@ def test_word_diff_handles_empty_sides():
     assert word_diff("back off", "") == [("delete", "back"), ("delete", "off")]
 
 
-# --- failure-mode atoms read from prose (SPEC §1, §11) ---------------------------
+# --- failure-mode atoms read from prose (semantics §1, §11) ---------------------------
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_trigger_atoms_of_empty_text_is_empty():
     assert trigger_atoms("") == set()
 
 
-# --- the comparator (SPEC §12) ---------------------------------------------------
+# --- the comparator (semantics §12) ---------------------------------------------------
 
 REWORDINGS = [
     (
@@ -403,7 +403,7 @@ def test_the_model_loads_once_per_process():
     assert comparator.load_embedder() is comparator.load_embedder()
 
 
-# --- the shipped evaluation set (SPEC §12) ---------------------------------------
+# --- the shipped evaluation set (semantics §12) ---------------------------------------
 
 
 def eval_rows() -> list[dict]:

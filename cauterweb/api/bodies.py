@@ -3,9 +3,8 @@
 import json
 import re
 
-from lifecycle.corpus import read_jsonl
-from lifecycle.intake import numbered
 from lifecycle.schemas import JSONL_TYPES
+from lifecycle.validation import numbered, read_jsonl
 
 from .errors import ApiError, item
 

@@ -4,9 +4,9 @@ from ninja import Router
 
 from lifecycle.auth import WRITE, request_actor
 from lifecycle.schemas import CandidateIn, CandidatesOut
+from lifecycle.services.candidates import candidates_record
 
 from . import bodies
-from .domain import candidates_record
 from .errors import ERRORS
 from .presenters import rule_out
 

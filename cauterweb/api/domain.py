@@ -1,5 +1,5 @@
 """Domain steps the API handlers used to do themselves (transactions, journal writes, keyset
-queries, round deferral). Each handler makes one call here or into lifecycle/replay; these
+queries, pack-format dispatch). Each handler makes one call here or into lifecycle/replay; these
 functions belong in lifecycle's services and selectors and move there when those packages
 exist."""
 
@@ -7,21 +7,20 @@ from datetime import datetime
 
 from django.db import transaction
 
-from lifecycle import selectors
-from lifecycle.corpus import import_corpus
-from lifecycle.intake import record_candidates
-from lifecycle.models import JournalEvent, Rule
-from lifecycle.packs import (
+from lifecycle.journal import EventType
+from lifecycle.journal import write as journal_write
+from lifecycle.models import JournalEvent
+from lifecycle.selectors import rules as selectors
+from lifecycle.services.corpus import import_corpus
+from lifecycle.services.packs import (
     AGENT_FILE_FORMATS,
     PACK_FORMATS,
     InvalidSelection,
     export_agent_files,
     export_pack,
-    import_pack,
 )
-from lifecycle.services import journal_write, rule_requeue
 from lifecycle.states import Actor
-from replay.kick import kick_round, kicks_deferred
+from replay.kick import kick_round
 from replay.models import ValidationRound
 
 from . import cursor
@@ -48,33 +47,17 @@ def import_trajectories(lines: list, *, replace: bool, actor: Actor) -> dict:
         result = import_corpus(lines, replace=replace)
         if result.created or result.updated:
             journal_write(
-                type="corpus_imported",
+                type=EventType.CORPUS_IMPORTED,
                 actor=actor,
                 evidence={**result.as_dict(), "replace": replace},
             )
     return {**result.as_dict(), "ids": result.ids}
 
 
-def candidates_record(rows: list, *, actor: Actor) -> tuple:
-    # One round after the batch, not one per candidate (semantics §9.1).
-    with kicks_deferred():
-        return record_candidates(rows, actor=actor)
-
-
-def requeue(*, rule_id: str, actor: Actor) -> Rule:
-    with kicks_deferred():
-        return rule_requeue(rule_id=rule_id, actor=actor)
-
-
-def pack_import(text: str, *, actor: Actor) -> dict:
-    with kicks_deferred():
-        return import_pack(text, actor=actor)
-
-
 def round_kick(*, actor: Actor) -> dict:
     """A kick changes no rule, but someone asked for it: the journal says who and when."""
     kicked = kick_round(reason=f"api:{actor.name}")
-    journal_write(type="round_kicked", actor=actor, evidence=kicked)
+    journal_write(type=EventType.ROUND_KICKED, actor=actor, evidence=kicked)
     return kicked
 
 

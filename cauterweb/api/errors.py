@@ -18,13 +18,12 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from cauterweb.request_id import current_request_id
-from lifecycle import selectors
 from lifecycle.auth import Forbidden
-from lifecycle.corpus import ImportRejected
-from lifecycle.packs import InvalidSelection, PackRejected
 from lifecycle.schemas import ErrorOut
-from lifecycle.services import InvalidRule, RuleNotFound
+from lifecycle.services.packs import InvalidSelection, PackRejected
+from lifecycle.services.rules import RuleNotFound
 from lifecycle.states import NotAllowed, WrongState
+from lifecycle.validation import FilterError, ImportRejected, InvalidRule
 
 from .cursor import InvalidCursor
 
@@ -84,7 +83,7 @@ HANDLERS = {
         [item(["line", e.line, *([e.field] if e.field else [])], e.message) for e in exc.errors],
     ),
     InvalidRule: lambda exc: (422, str(exc), [item(["body", exc.field], exc)]),
-    selectors.FilterError: lambda exc: (422, str(exc), [item(["query", exc.field], exc)]),
+    FilterError: lambda exc: (422, str(exc), [item(["query", exc.field], exc)]),
     InvalidSelection: lambda exc: (422, str(exc), [item(["query", exc.field], exc)]),
     PackRejected: lambda exc: (
         422,

@@ -6,11 +6,11 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from lifecycle.auth import REVIEW, request_actor
-from lifecycle.packs import preview_pack
 from lifecycle.schemas import PackImportOut, PackPreviewOut, Text
+from lifecycle.services.packs import import_pack, preview_pack
 
 from . import bodies
-from .domain import pack_import, pack_text
+from .domain import pack_text
 from .errors import ERRORS, ApiError
 
 router = Router(tags=["packs"])
@@ -78,4 +78,4 @@ def post_pack(request, dry_run: bool = False):
         raise ApiError(400, "the pack is not valid UTF-8") from None
     if dry_run:
         return preview_pack(text).as_dict()
-    return pack_import(text, actor=request_actor(request))
+    return import_pack(text, actor=request_actor(request))

@@ -2,7 +2,7 @@
 
 from lifecycle.models import JournalEvent, Rule
 from lifecycle.scopes import rule_as_dict
-from lifecycle.services import RuleNotFound
+from lifecycle.services.rules import RuleNotFound
 
 
 def rule_out(rule: Rule) -> dict:

@@ -3,8 +3,8 @@
 from ninja import Router
 
 from lifecycle.auth import WRITE, request_actor
-from lifecycle.intake import ingest_reports
 from lifecycle.schemas import ImportOut, ReportIn
+from replay.intake import reports_ingest
 
 from . import bodies
 from .errors import ERRORS
@@ -21,5 +21,5 @@ router = Router(tags=["reports"])
     summary="Post live session reports; a validation round is kicked",
 )
 def post_reports(request):
-    result = ingest_reports(bodies.rows(request), actor=request_actor(request).name)
+    result = reports_ingest(bodies.rows(request), actor=request_actor(request).name)
     return {**result.as_dict(), "ids": result.ids}

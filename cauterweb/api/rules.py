@@ -9,14 +9,14 @@ read through `GET /rules/{rule_id}` only when no such suffix applies."""
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from lifecycle import selectors
 from lifecycle.auth import READ, REVIEW, request_actor
-from lifecycle.gate import gate_both
 from lifecycle.schemas import RetireIn, RetireOut, RuleDetailOut, RuleId, RuleOut, RulePageOut, Text
-from lifecycle.services import rule_retire_by_reviewer
+from lifecycle.selectors import rules as selectors
+from lifecycle.selectors.gate import gate_both
+from lifecycle.services.rules import rule_requeue, rule_retire_by_reviewer
 
 from .cursor import MAX_CURSOR
-from .domain import requeue, rule_detail, rules_page
+from .domain import rule_detail, rules_page
 from .errors import ERRORS, ApiError
 from .presenters import rule_or_404, rule_out
 
@@ -76,7 +76,7 @@ def post_retire(request, rule_id: RuleId, body: RetireIn):
     summary="Re-queue a retired rule as a new candidate version (reviewer)",
 )
 def post_requeue(request, rule_id: RuleId):
-    return rule_out(requeue(rule_id=rule_id, actor=request_actor(request)))
+    return rule_out(rule_requeue(rule_id=rule_id, actor=request_actor(request)))
 
 
 @router.get(
@@ -103,7 +103,7 @@ def get_gate(request, rule_id: RuleId):
 )
 def get_extraction(request, rule_id: RuleId):
     # Imported here, not at start-up: extraction scoring loads the embedding model.
-    from lifecycle.extraction_scoring import extraction_for_rule
+    from lifecycle.selectors.extraction import extraction_for_rule
 
     report = extraction_for_rule(rule_or_404(rule_id))
     if report is None:

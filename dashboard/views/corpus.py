@@ -6,9 +6,9 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
 
 from dashboard.forms import CorpusFilterForm
-from lifecycle import selectors_corpus
 from lifecycle.models import Trajectory
-from lifecycle.selectors import FilterError
+from lifecycle.selectors import corpus as selectors_corpus
+from lifecycle.validation import FilterError
 
 from . import fragment, vary_on_htmx
 

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from dashboard import presenters
 from dashboard.forms import JournalFilterForm
-from lifecycle import selectors_journal
-from lifecycle.selectors import FilterError
+from lifecycle.selectors import journal as selectors_journal
+from lifecycle.validation import FilterError
 
 from . import fragment, vary_on_htmx
 

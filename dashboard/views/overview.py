@@ -6,7 +6,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard import figures
-from lifecycle import selectors
+from lifecycle.selectors import rules as selectors
 from replay import selectors as round_selectors
 
 
@@ -33,7 +33,7 @@ def overview(request):
 @login_required
 def charts(request):
     # Imported here, not at start-up: extraction scoring loads the embedding model.
-    from lifecycle.extraction_scoring import extraction_rows
+    from lifecycle.selectors.extraction import extraction_rows
 
     margins = {
         "promote_margin": settings.CAUTERWEB_RULE_PROMOTE_MARGIN,

@@ -1,7 +1,7 @@
 """Packs page (semantics §13): export by scope, state and format; import in two steps — upload,
 then a validation preview that writes nothing, then an explicit confirmation. Moving packs
 either way is for reviewers only, as in the API; viewers see the page and that rule. The pack
-logic is lifecycle.packs; these views only parse the request and render."""
+logic is lifecycle.services.packs; these views only parse the request and render."""
 
 import re
 
@@ -14,7 +14,8 @@ from django.views.decorators.http import require_POST
 
 from cauterweb.api import domain
 from dashboard.forms import PackExportForm
-from lifecycle import packs, selectors_corpus
+from lifecycle.selectors import corpus as selectors_corpus
+from lifecycle.services import packs
 from lifecycle.states import Actor
 
 from . import is_reviewer, reviewer_required
@@ -114,7 +115,7 @@ def pack_import_confirm(request):
     is validated again: the preview is advice, never a licence."""
     text = request.POST.get("pack_text", "")
     try:
-        result = domain.pack_import(text, actor=Actor.reviewer(request.user.get_username()))
+        result = packs.import_pack(text, actor=Actor.reviewer(request.user.get_username()))
     except packs.PackRejected as exc:
         messages.error(request, f"Nothing imported: {len(exc.errors)} error(s).")
         return _preview_page(request, packs.preview_pack(text), text)

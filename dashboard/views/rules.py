@@ -8,10 +8,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from dashboard.forms import RuleFilterForm
-from lifecycle import selectors, services
 from lifecycle.models import Rule
-from lifecycle.services import InvalidRule
+from lifecycle.selectors import rules as selectors
+from lifecycle.services import rules as services
 from lifecycle.states import Actor, WrongState
+from lifecycle.validation import InvalidRule
 
 from . import fragment, is_reviewer, reviewer_required, vary_on_htmx
 

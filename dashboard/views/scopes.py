@@ -5,8 +5,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
-from lifecycle import selectors_corpus
 from lifecycle.scopes import PROVISIONAL_HEADING, render_scope
+from lifecycle.selectors import corpus as selectors_corpus
 
 
 @login_required

@@ -1,4 +1,4 @@
-"""What every CauterWeb command shares (SPEC §15): a human summary by default, one JSON
+"""What every CauterWeb command shares (semantics §15): a human summary by default, one JSON
 document with --json, and a non-zero exit with a clear message on bad input."""
 
 import json
@@ -6,7 +6,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from lifecycle.corpus import ImportRejected
+from lifecycle.validation import ImportRejected
 
 
 class JsonCommand(BaseCommand):

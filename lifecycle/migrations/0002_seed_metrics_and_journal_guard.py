@@ -1,5 +1,5 @@
-"""Seed the metric registry (SPEC §1) from settings, and make the journal append-only in
-PostgreSQL itself (SPEC §10), so not even raw SQL can rewrite history."""
+"""Seed the metric registry (semantics §1) from settings, and make the journal append-only in
+PostgreSQL itself (semantics §10), so not even raw SQL can rewrite history."""
 
 from django.db import migrations
 

@@ -1,5 +1,5 @@
 """A GIN index on Trajectory.signature (jsonb_path_ops) for PostgreSQL, so a failure-mode match
-(SPEC §11) is one `signature @> '[atoms]'` bitmap intersection inside the index rather than a
+(semantics §11) is one `signature @> '[atoms]'` bitmap intersection inside the index rather than a
 chain of semi-joins over TrajectoryAtom: ~10–20 ms instead of ~50–120 ms for the F-001 rule
 over 1,000,000 trajectories (bench/bench_matching.py). Other databases keep the TrajectoryAtom
 path; lifecycle.matching picks by vendor."""

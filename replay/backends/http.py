@@ -1,4 +1,4 @@
-"""The HTTP replay backend (SPEC §14): one signed POST per case to a remote harness.
+"""The HTTP replay backend (semantics §14): one signed POST per case to a remote harness.
 
 The body is `{case, rule, replay_token, rule_tool_url, started_url}`, signed with
 HMAC-SHA256 over the exact bytes sent (header `X-CauterWeb-Signature: sha256=<hex>`). The

@@ -1,5 +1,5 @@
 """A SIMULATED agent for demos and tests — not a real harness, and it proves nothing about a
-real agent. It lets the demo show the strong path (SPEC §7) working without any model.
+real agent. It lets the demo show the strong path (semantics §7) working without any model.
 
 Configure it with `CAUTERWEB_REPLAY_BACKEND=replay.backends.simulated:replay`. To validate for
 real, point that setting at your own harness instead (docs/engine.md).

@@ -6,7 +6,7 @@ from urllib.parse import quote
 import pytest
 
 from lifecycle.models import Rule, RuleRead, RuleState
-from lifecycle.tokens import token_create
+from lifecycle.services.tokens import token_create
 
 pytestmark = pytest.mark.django_db
 

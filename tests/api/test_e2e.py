@@ -1,4 +1,4 @@
-"""Issue 6 "done means": a harness that knows only the OpenAPI document and a token posts
+"""End to end: a harness that knows only the OpenAPI document and a token posts
 reports, records a candidate, reads rules through the rule tool, and sees the verdict appear —
 over real HTTP against a running server. The operator's one out-of-band step is creating the
 token (`create_token`).

@@ -9,11 +9,11 @@ from django.test import override_settings
 from django.urls import get_resolver
 
 from lifecycle.models import JournalEvent, Rule, RuleRead
-from lifecycle.packs import export_pack
-from lifecycle.services import rule_promote, rule_retire_by_reviewer
+from lifecycle.services.packs import export_pack
+from lifecycle.services.rules import rule_promote, rule_retire_by_reviewer
+from lifecycle.services.tokens import token_create, token_revoke
 from lifecycle.states import Actor
-from lifecycle.tokens import token_create, token_revoke
-from tests.factories import T0, candidate, report, trajectory
+from tests.builders import T0, candidate, report, trajectory
 
 pytestmark = pytest.mark.django_db
 

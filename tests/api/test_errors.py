@@ -8,7 +8,7 @@ import pytest
 from django.db import OperationalError
 from django.db.backends.utils import CursorWrapper
 
-from lifecycle.tokens import token_create
+from lifecycle.services.tokens import token_create
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +109,7 @@ def test_a_dashboard_crash_is_logged_with_its_request_id(viewer_client, monkeypa
     def broken(**kwargs):
         raise RuntimeError("dashboard bug")
 
-    monkeypatch.setattr("lifecycle.selectors.latest_transitions", broken)
+    monkeypatch.setattr("lifecycle.selectors.rules.latest_transitions", broken)
     viewer_client.raise_request_exception = False
     response = viewer_client.get("/", HTTP_X_REQUEST_ID="probe-0002")
     assert response.status_code == 500

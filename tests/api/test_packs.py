@@ -8,7 +8,7 @@ import yaml
 from django.db import transaction
 
 from lifecycle.models import JournalEvent, Rule
-from lifecycle.packs import (
+from lifecycle.services.packs import (
     PackRejected,
     export_agent_files,
     export_pack,
@@ -16,9 +16,9 @@ from lifecycle.packs import (
     pack_checksum,
     preview_pack,
 )
-from lifecycle.services import rule_promote
+from lifecycle.services.rules import rule_promote
 from lifecycle.states import Actor, NotAllowed
-from tests.factories import candidate
+from tests.builders import candidate
 
 pytestmark = pytest.mark.django_db
 

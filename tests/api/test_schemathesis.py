@@ -19,8 +19,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from lifecycle.schemas import JSONL_TYPES
-from lifecycle.tokens import token_create
-from tests.factories import candidate
+from lifecycle.services.tokens import token_create
+from tests.builders import candidate
 
 MAX_EXAMPLES = 20
 CHECKS = [

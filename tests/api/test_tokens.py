@@ -12,7 +12,7 @@ from freezegun import freeze_time
 
 from lifecycle.auth import token_for_key
 from lifecycle.models import ApiToken, JournalEvent
-from lifecycle.tokens import InvalidToken, TokenNotFound, token_create, token_revoke
+from lifecycle.services.tokens import InvalidToken, TokenNotFound, token_create, token_revoke
 
 pytestmark = pytest.mark.django_db
 

@@ -6,9 +6,9 @@ import pytest
 from django.urls import reverse
 
 from dashboard.converters import escape_segment, unescape_segment
-from lifecycle.corpus import import_corpus
 from lifecycle.models import Rule, RuleState
-from tests.factories import candidate, jsonl, trajectory
+from lifecycle.services.corpus import import_corpus
+from tests.builders import candidate, jsonl, trajectory
 
 pytestmark = pytest.mark.django_db
 

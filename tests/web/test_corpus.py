@@ -6,15 +6,15 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from lifecycle import selectors_corpus
-from lifecycle.corpus import import_corpus
 from lifecycle.matching import matching_trajectories
 from lifecycle.models import Rule, Trajectory
 from lifecycle.scopes import PROVISIONAL_HEADING
-from lifecycle.selectors import FilterError
-from lifecycle.services import rule_promote, rule_retire_by_reviewer
+from lifecycle.selectors import corpus as selectors_corpus
+from lifecycle.services.corpus import import_corpus
+from lifecycle.services.rules import rule_promote, rule_retire_by_reviewer
 from lifecycle.states import Actor
-from tests.factories import candidate, jsonl, trajectory
+from lifecycle.validation import FilterError
+from tests.builders import candidate, jsonl, trajectory
 
 pytestmark = pytest.mark.django_db
 

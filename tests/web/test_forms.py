@@ -5,8 +5,8 @@ import pytest
 from django.urls import reverse
 
 from dashboard.forms import CorpusFilterForm, JournalFilterForm, RuleFilterForm
-from lifecycle.selectors import FilterError
-from tests.factories import candidate
+from lifecycle.validation import FilterError
+from tests.builders import candidate
 
 pytestmark = pytest.mark.django_db
 

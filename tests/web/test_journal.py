@@ -14,11 +14,11 @@ from django.urls import reverse
 
 from cauterweb.api import cursor
 from dashboard import presenters
-from lifecycle import selectors_journal
+from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent
-from lifecycle.selectors import FilterError
-from lifecycle.services import journal_write
-from tests.factories import T0, candidate
+from lifecycle.selectors import journal as selectors_journal
+from lifecycle.validation import FilterError
+from tests.builders import T0, candidate
 
 pytestmark = pytest.mark.django_db
 

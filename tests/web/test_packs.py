@@ -8,11 +8,11 @@ import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from lifecycle import packs
 from lifecycle.models import JournalEvent, Rule
-from lifecycle.services import rule_promote
+from lifecycle.services import packs
+from lifecycle.services.rules import rule_promote
 from lifecycle.states import Actor
-from tests.factories import candidate
+from tests.builders import candidate
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from lifecycle.corpus import import_corpus
-from lifecycle.services import journal_write
-from tests.factories import T0, candidate, jsonl, trajectory
+from lifecycle.journal import write as journal_write
+from lifecycle.services.corpus import import_corpus
+from tests.builders import T0, candidate, jsonl, trajectory
 
 pytestmark = pytest.mark.django_db
 

@@ -4,12 +4,11 @@ candidate, live polling while a round runs, and the reviewers' "Start a round" b
 import pytest
 from django.urls import reverse
 
+from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent
-from lifecycle.services import journal_write
 from replay import selectors
 from replay.models import ValidationRound
-from tests.dashboard_data import make_round, make_rule, verdict
-from tests.factories import T0
+from tests.builders import T0, make_round, make_rule, verdict
 
 pytestmark = pytest.mark.django_db
 

@@ -8,11 +8,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import NoReverseMatch, get_resolver, reverse
 
-from lifecycle import selectors
+from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent, Rule, TrialEnrolment
-from lifecycle.services import journal_write
-from tests.dashboard_data import (
+from lifecycle.selectors import rules as selectors
+from tests.builders import (
     F001_EXTRACTION,
+    T0,
     case_evidence,
     gate_result,
     install_extraction_scoring,
@@ -23,7 +24,6 @@ from tests.dashboard_data import (
     replay_case,
     verdict,
 )
-from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ def fast_passwords(settings):
 @pytest.fixture
 def scoring(monkeypatch):
     """The gate and the extraction scorer with the agreed shapes."""
-    monkeypatch.setattr("lifecycle.gate.gate_both", lambda rule: gate_result())
+    monkeypatch.setattr("lifecycle.selectors.gate.gate_both", lambda rule: gate_result())
     return install_extraction_scoring(monkeypatch, for_rule={"R-F001": F001_EXTRACTION})
 
 

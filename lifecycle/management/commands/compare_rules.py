@@ -1,14 +1,14 @@
 from django.core.management.base import CommandError
 
-from lifecycle.corpus import ImportRejected, read_jsonl
-from lifecycle.extraction_scoring import score_pairs, verdict_counts
 from lifecycle.management.base import JsonCommand, open_lines
+from lifecycle.selectors.extraction import score_pairs, verdict_counts
+from lifecycle.validation import ImportRejected, read_jsonl
 
 
 class Command(JsonCommand):
     help = (
         "Score extracted rules against expected ones, one JSON pair a line: "
-        '{"extracted": {trigger, directive}, "expected": {trigger, directive}} (SPEC §12, §15).'
+        '{"extracted": {trigger, directive}, "expected": {trigger, directive}} (semantics §12, §15).'
     )
 
     def add_arguments(self, parser):

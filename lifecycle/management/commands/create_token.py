@@ -2,11 +2,11 @@ from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
 from lifecycle.models import TokenRole
-from lifecycle.tokens import InvalidToken, token_create
+from lifecycle.services.tokens import InvalidToken, token_create
 
 
 class Command(JsonCommand):
-    help = "Create an API token and print it once; only its SHA-256 is stored (issue 6)."
+    help = "Create an API token and print it once; only its SHA-256 is stored."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

@@ -2,7 +2,7 @@ from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
 from lifecycle.models import RuleState
-from lifecycle.packs import (
+from lifecycle.services.packs import (
     AGENT_FILE_FORMATS,
     PACK_FORMATS,
     InvalidSelection,
@@ -14,8 +14,8 @@ from lifecycle.packs import (
 class Command(JsonCommand):
     help = (
         "Export rules as a pack (YAML or JSON, active rules by default), or the active rules of "
-        "one scope as AGENTS.md / CLAUDE.md / a Cursor rule (SPEC §13). Run `validate "
-        "--until-settled` first for a settled rule set (SPEC §9.4)."
+        "one scope as AGENTS.md / CLAUDE.md / a Cursor rule (semantics §13). Run `validate "
+        "--until-settled` first for a settled rule set (semantics §9.4)."
     )
 
     def add_arguments(self, parser):

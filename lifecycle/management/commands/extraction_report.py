@@ -1,7 +1,9 @@
-from lifecycle.extraction_scoring import extraction_rows, verdict_counts
 from lifecycle.management.base import JsonCommand
+from lifecycle.selectors.extraction import extraction_rows, verdict_counts
 
-NOTE = "extraction accuracy (SPEC §12) — a separate number from replay fidelity, never combined"
+NOTE = (
+    "extraction accuracy (semantics §12) — a separate number from replay fidelity, never combined"
+)
 
 
 def _line(row: dict) -> list[str]:
@@ -17,7 +19,7 @@ def _line(row: dict) -> list[str]:
 
 
 class Command(JsonCommand):
-    help = "Score every rule whose source case has an expected_rule against it (SPEC §12)."
+    help = "Score every rule whose source case has an expected_rule against it (semantics §12)."
 
     def handle(self, *args, **options):
         rows = extraction_rows()

@@ -1,9 +1,10 @@
-from lifecycle.corpus import ImportRejected, import_corpus
 from lifecycle.management.base import JsonCommand, open_lines
+from lifecycle.services.corpus import import_corpus
+from lifecycle.validation import ImportRejected
 
 
 class Command(JsonCommand):
-    help = "Import a JSON Lines corpus of trajectories, atomically (SPEC §2, §15)."
+    help = "Import a JSON Lines corpus of trajectories, atomically (semantics §2, §15)."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

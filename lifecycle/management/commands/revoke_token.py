@@ -1,11 +1,11 @@
 from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
-from lifecycle.tokens import TokenNotFound, token_revoke
+from lifecycle.services.tokens import TokenNotFound, token_revoke
 
 
 class Command(JsonCommand):
-    help = "Revoke an API token by name; it is refused from then on (issue 6)."
+    help = "Revoke an API token by name; it is refused from then on."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
