@@ -7,9 +7,9 @@ from datetime import datetime
 
 from django.db import transaction
 
+from lifecycle import cursor
 from lifecycle.journal import EventType
 from lifecycle.journal import write as journal_write
-from lifecycle.models import JournalEvent
 from lifecycle.selectors import rules as selectors
 from lifecycle.services.corpus import import_corpus
 from lifecycle.services.packs import (
@@ -23,7 +23,6 @@ from lifecycle.states import Actor
 from replay.kick import kick_round
 from replay.models import ValidationRound
 
-from . import cursor
 from .presenters import event_out, rule_or_404, rule_out
 
 ROUND_FIELDS = (
@@ -84,19 +83,6 @@ def rules_page(*, filters: dict, order: str, position: str | None, limit: int) -
             descending=order.startswith("-"),
         )
     return cursor.page(list(rules[: limit + 1]), limit, lambda r: (r.recorded_at, r.id))
-
-
-def journal_page(*, filters: dict, position: str | None, limit: int) -> tuple:
-    """(events, next cursor) of the journal, oldest first, keyset-paged on (at, id)."""
-    events = JournalEvent.objects.order_by("at", "id").filter(**filters)
-    if position:
-        events = cursor.after(
-            events,
-            fields=("at", "id"),
-            position=cursor.decode_cursor(position, (datetime, int)),
-            descending=False,
-        )
-    return cursor.page(list(events[: limit + 1]), limit, lambda e: (e.at, e.id))
 
 
 def rounds_page(*, position: str | None, limit: int) -> tuple[list[dict], str | None]:

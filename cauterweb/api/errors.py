@@ -19,13 +19,12 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from cauterweb.request_id import current_request_id
 from lifecycle.auth import Forbidden
+from lifecycle.cursor import InvalidCursor
 from lifecycle.schemas import ErrorOut
 from lifecycle.services.packs import InvalidSelection, PackRejected
 from lifecycle.services.rules import RuleNotFound
 from lifecycle.states import NotAllowed, WrongState
 from lifecycle.validation import FilterError, ImportRejected, InvalidRule
-
-from .cursor import InvalidCursor
 
 logger = logging.getLogger("cauterweb.api")
 API_PREFIX = "/api/"

@@ -4,10 +4,10 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from lifecycle.auth import READ, REVIEW, request_actor
+from lifecycle.cursor import MAX_CURSOR
 from lifecycle.schemas import KickOut, RoundPageOut, Text
 
 from . import domain
-from .cursor import MAX_CURSOR
 from .errors import ERRORS
 
 router = Router(tags=["rounds"])

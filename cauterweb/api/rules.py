@@ -10,12 +10,12 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from lifecycle.auth import READ, REVIEW, request_actor
+from lifecycle.cursor import MAX_CURSOR
 from lifecycle.schemas import RetireIn, RetireOut, RuleDetailOut, RuleId, RuleOut, RulePageOut, Text
 from lifecycle.selectors import rules as selectors
 from lifecycle.selectors.gate import gate_both
 from lifecycle.services.rules import rule_requeue, rule_retire_by_reviewer
 
-from .cursor import MAX_CURSOR
 from .domain import rule_detail, rules_page
 from .errors import ERRORS, ApiError
 from .presenters import rule_or_404, rule_out
