@@ -16,9 +16,8 @@ from lifecycle.selectors import rules as selectors
 from lifecycle.selectors.gate import gate_both
 from lifecycle.services.rules import rule_requeue, rule_retire_by_reviewer
 
-from .domain import rule_detail, rules_page
 from .errors import ERRORS, ApiError
-from .presenters import rule_or_404, rule_out
+from .presenters import rule_detail_out, rule_or_404, rule_out
 
 router = Router(tags=["rules"])
 MAX_PAGE = 500
@@ -45,7 +44,7 @@ class RuleQuery(Schema):
     summary="List rules with the dashboard's filters, cursor-paginated",
 )
 def get_rules(request, query: Query[RuleQuery]):
-    rows, next_cursor = rules_page(
+    rows, next_cursor = selectors.rules_page(
         filters=query.dict(exclude={"order", "cursor", "limit"}, exclude_none=True),
         order=query.order,
         position=query.cursor,
@@ -119,4 +118,5 @@ def get_extraction(request, rule_id: RuleId):
     summary="A rule with its trial, the evidence that decided it, and its journal",
 )
 def get_rule(request, rule_id: RuleId):
-    return rule_detail(rule_id)
+    rule = rule_or_404(rule_id)
+    return rule_detail_out(rule, selectors.rule_evidence(rule))
