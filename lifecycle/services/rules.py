@@ -20,7 +20,6 @@ from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
-from ..tasks import rule_compare_enqueue
 from ..trials import baseline
 from ..validation import (
     InvalidRule,
@@ -29,6 +28,7 @@ from ..validation import (
     check_rule_id,
     rule_content_hash,
 )
+from .follow_ups import rule_compare_enqueue
 
 
 class RuleNotFound(Exception):
