@@ -21,8 +21,8 @@ from cauterweb.request_id import current_request_id
 from lifecycle.auth import Forbidden
 from lifecycle.cursor import InvalidCursor
 from lifecycle.schemas import ErrorOut
+from lifecycle.selectors.rules import RuleNotFound
 from lifecycle.services.packs import InvalidSelection, PackRejected
-from lifecycle.services.rules import RuleNotFound
 from lifecycle.states import NotAllowed, WrongState
 from lifecycle.validation import FilterError, ImportRejected, InvalidRule
 

@@ -2,7 +2,6 @@
 
 from lifecycle.models import JournalEvent, Rule
 from lifecycle.scopes import rule_as_dict
-from lifecycle.services.rules import RuleNotFound
 
 
 def rule_out(rule: Rule) -> dict:
@@ -54,10 +53,3 @@ def rule_detail_out(rule: Rule, evidence: dict) -> dict:
         "journal": [event_out(e) for e in evidence["events"]],
         "journal_truncated": evidence["older_events"],
     }
-
-
-def rule_or_404(rule_id: str) -> Rule:
-    rule = Rule.objects.filter(pk=rule_id).first()
-    if rule is None:
-        raise RuleNotFound(rule_id)
-    return rule

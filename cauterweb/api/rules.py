@@ -17,7 +17,7 @@ from lifecycle.selectors.gate import gate_both
 from lifecycle.services.rules import rule_requeue, rule_retire_by_reviewer
 
 from .errors import ERRORS, ApiError
-from .presenters import rule_detail_out, rule_or_404, rule_out
+from .presenters import rule_detail_out, rule_out
 
 router = Router(tags=["rules"])
 MAX_PAGE = 500
@@ -64,7 +64,7 @@ def post_retire(request, rule_id: RuleId, body: RetireIn):
     changed = rule_retire_by_reviewer(
         rule_id=rule_id, actor=request_actor(request), reason=body.reason
     )
-    return {"changed": changed, "rule": rule_out(rule_or_404(rule_id))}
+    return {"changed": changed, "rule": rule_out(selectors.rule_get(rule_id))}
 
 
 @router.post(
@@ -87,7 +87,7 @@ def post_requeue(request, rule_id: RuleId):
     tags=["reports on a rule"],
 )
 def get_gate(request, rule_id: RuleId):
-    return gate_both(rule_or_404(rule_id))
+    return gate_both(selectors.rule_get(rule_id))
 
 
 @router.get(
@@ -104,7 +104,7 @@ def get_extraction(request, rule_id: RuleId):
     # Imported here, not at start-up: extraction scoring loads the embedding model.
     from lifecycle.selectors.extraction import extraction_for_rule
 
-    report = extraction_for_rule(rule_or_404(rule_id))
+    report = extraction_for_rule(selectors.rule_get(rule_id))
     if report is None:
         raise ApiError(404, f"rule {rule_id}'s source case has no expected_rule to score against")
     return report
@@ -118,5 +118,5 @@ def get_extraction(request, rule_id: RuleId):
     summary="A rule with its trial, the evidence that decided it, and its journal",
 )
 def get_rule(request, rule_id: RuleId):
-    rule = rule_or_404(rule_id)
+    rule = selectors.rule_get(rule_id)
     return rule_detail_out(rule, selectors.rule_evidence(rule))

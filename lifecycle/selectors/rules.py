@@ -159,6 +159,18 @@ def rule_list(*, filters: dict) -> QuerySet[Rule]:
     return rules.order_by(*_order_by(f["sort"] or DEFAULT_RULE_SORT))
 
 
+class RuleNotFound(Exception):
+    """No rule has this id (the API answers 404)."""
+
+
+def rule_get(rule_id: str) -> Rule:
+    """The rule with this id; raises RuleNotFound."""
+    rule = Rule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        raise RuleNotFound(rule_id)
+    return rule
+
+
 def rules_page(
     *, filters: dict, order: str, position: str | None, limit: int
 ) -> tuple[list[Rule], str | None]:

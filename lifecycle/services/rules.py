@@ -19,6 +19,7 @@ from ..bulk import update_from_values
 from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
+from ..selectors.rules import RuleNotFound
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
 from ..trials import baseline
 from ..validation import (
@@ -29,11 +30,6 @@ from ..validation import (
     rule_content_hash,
 )
 from .follow_ups import rule_compare_enqueue
-
-
-class RuleNotFound(Exception):
-    pass
-
 
 _AUTHOR_KIND = {
     ActorKind.AGENT: AuthorKind.AGENT,
