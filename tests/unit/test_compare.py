@@ -1,4 +1,4 @@
-"""Extraction accuracy (SPEC §12): token-F1 baseline, word diff, atoms, the comparator.
+"""Extraction accuracy (semantics §12): token-F1 baseline, word diff, atoms, the comparator.
 
 Pure functions: no database, no Django settings needed.
 """
@@ -30,7 +30,7 @@ def rule(trigger: str, directive: str) -> dict:
     return {"trigger": trigger, "directive": directive}
 
 
-# --- token-F1, the naive baseline (SPEC §12) ---------------------------------------
+# --- token-F1, the naive baseline (semantics §12) ---------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_token_f1_counts_shared_words(a, b, expected):
     assert token_f1(a, b) == expected
 
 
-# --- word diff for the dashboard (SPEC §12) --------------------------------------
+# --- word diff for the dashboard (semantics §12) --------------------------------------
 
 
 def test_word_diff_marks_kept_deleted_and_inserted_words_in_reading_order():
@@ -88,7 +88,7 @@ def test_word_diff_handles_empty_sides():
     assert word_diff("back off", "") == [("delete", "back"), ("delete", "off")]
 
 
-# --- failure-mode atoms read from prose (SPEC §1, §11) ---------------------------
+# --- failure-mode atoms read from prose (semantics §1, §11) ---------------------------
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_trigger_atoms_of_empty_text_is_empty():
     assert trigger_atoms("") == set()
 
 
-# --- the comparator (SPEC §12) ---------------------------------------------------
+# --- the comparator (semantics §12) ---------------------------------------------------
 
 REWORDINGS = [
     (
@@ -340,7 +340,7 @@ def test_result_has_every_score_per_field_and_is_json_serialisable():
     assert json.loads(json.dumps(result)) == result
 
 
-def test_the_verdict_never_comes_from_token_f1(monkeypatch):
+def test_the_verdict_does_not_read_the_token_f1_it_shows(monkeypatch):
     pairs = [(x, e) for e, x in REWORDINGS + SAME_WORDS_OTHER_MEANING]
     before = [r["verdict"] for r in compare_many(pairs)]
     for forced in (0.0, 1.0):
@@ -403,24 +403,52 @@ def test_the_model_loads_once_per_process():
     assert comparator.load_embedder() is comparator.load_embedder()
 
 
-# --- the shipped evaluation set (SPEC §12) ---------------------------------------
+# --- the shipped evaluation set (semantics §12) ---------------------------------------
 
 
 def eval_rows() -> list[dict]:
     return [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()]
 
 
+SPLITS = {"dev", "heldout", "fresh", "fresh2", "train_a", "blind_a", "train_b", "blind_b"}
+
+
 def test_the_eval_set_is_large_varied_and_well_formed():
     rows = eval_rows()
-    assert len(rows) >= 150
-    assert len({r["domain"] for r in rows}) >= 15
+    assert len(rows) >= 800
+    assert len({r["domain"] for r in rows}) >= 60
     for r in rows:
         for side in ("expected", "extracted"):
             assert set(r[side]) == {"trigger", "directive"}
         assert r["label"] == (1 if r["kind"] in {"reworded", "identical"} else 0)
-        assert r["split"] in {"dev", "heldout", "fresh", "fresh2"}
+        assert r["split"] in SPLITS
+        assert r["category"]
     kinds = {r["kind"] for r in rows}
     assert kinds == {"reworded", "same_words_other_meaning", "identical", "unrelated"}
+
+
+@pytest.mark.parametrize(("train", "blind"), [("train_a", "blind_a"), ("train_b", "blind_b")])
+def test_each_blind_split_is_written_over_domains_its_training_split_lacks(train, blind):
+    rows = eval_rows()
+    train_domains = {r["domain"] for r in rows if r["split"] == train}
+    blind_domains = {r["domain"] for r in rows if r["split"] == blind}
+    assert len(blind_domains) >= 15
+    assert not train_domains & blind_domains
+
+
+def test_every_error_category_is_in_the_blind_splits():
+    rows = eval_rows()
+    blind = {r["category"] for r in rows if r["split"].startswith("blind")}
+    assert {
+        "jargon_equivalence",
+        "reworded_connective",
+        "plain_synonym",
+        "same_trigger_different_advice",
+        "opposite_advice",
+        "number_or_class_changed",
+        "roles_swapped",
+        "different_precondition",
+    } <= blind
 
 
 def auc(labels, scores):
