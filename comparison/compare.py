@@ -76,20 +76,24 @@ def compare_many(
     pairs: list[tuple[dict, dict]], *, signatures: list[list[str] | None] | None = None
 ) -> list[dict]:
     """`compare_rules` over many `(extracted, expected)` pairs, embedding in one batch."""
-    import numpy as np
-
     model = load_model()
     evidence = evidence_many(pairs, signatures=signatures)
     if not evidence:
         return []
     scores = model.probabilities([model.vector(found.features) for found in evidence])
+    scores = [
+        model.bounded(float(score), found.features, declared=False)
+        for score, found in zip(scores, evidence, strict=True)
+    ]
     declared = [i for i, found in enumerate(evidence) if found.declared_features]
     if declared:
         # As written and as it will match: the rule is only as likely as the lesser.
         as_declared = model.probabilities(
             [model.vector(evidence[i].declared_features) for i in declared]
         )
-        scores[declared] = np.minimum(scores[declared], as_declared)
+        for i, score in zip(declared, as_declared, strict=True):
+            bounded = model.bounded(float(score), evidence[i].declared_features, declared=True)
+            scores[i] = min(scores[i], bounded)
     return [
         _result(extracted, expected, found, float(score), model)
         for (extracted, expected), found, score in zip(pairs, evidence, scores, strict=True)

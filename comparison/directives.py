@@ -28,8 +28,21 @@ Finding = tuple[str, str]
 
 # Finding kinds that say the advice is different, as against a doubt about it.
 HARD_KINDS = frozenset(
-    {"opposed", "negated", "only_hard", "swapped", "negation", "flipped", "forbidden", "rejected"}
+    {
+        "opposed",
+        "negated",
+        "only_hard",
+        "unsafe",
+        "swapped",
+        "negation",
+        "flipped",
+        "forbidden",
+        "rejected",
+    }
 )
+# Acts an extracted rule must not add to its expected rule: forcing, bypassing a check,
+# retrying at once. An agent given such a rule does something its author ruled out.
+UNSAFE = frozenset({"force", "bypass", "retry_now"})
 SOFT_KINDS = frozenset({"only_soft", "numbers", "flags", "acts", "tools"})
 
 
@@ -101,6 +114,8 @@ def _stance_findings(a: frozenset[str], b: frozenset[str]) -> list[Finding]:
         elif (name in a) != (name in b) and f"no_{name}" not in a | b:
             side = "extracted" if name in b else "expected"
             kind = "only_hard" if name in ASYMMETRIC_HARD else "only_soft"
+            if side == "extracted" and name in UNSAFE:
+                kind = "unsafe"
             found.append((kind, f"only the {side} rule says {label}"))
     return found
 

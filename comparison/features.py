@@ -22,6 +22,7 @@ FINDING_KINDS = (
     "opposed",
     "negated",
     "only_hard",
+    "unsafe",
     "only_soft",
     "swapped",
     "negation",
@@ -61,6 +62,7 @@ FEATURES: tuple[str, ...] = (
     "trigger_conflicts",
     "directive_conflicts",
     "directive_doubts",
+    "pair_clean",
 )
 
 
@@ -68,7 +70,7 @@ FEATURES: tuple[str, ...] = (
 # or agreement never makes "same rule" less likely, a conflict never makes it more likely.
 # How much was reworded (`changed`, `f1`) may go either way.
 _RISING = frozenset(
-    {"whole", "residual", "align", "explained", "amounts", "status", "agreement"}
+    {"whole", "residual", "align", "explained", "amounts", "status", "agreement", "clean"}
     | {"acts_overlap", "stances_overlap"}
 )
 _EITHER = frozenset({"changed", "f1", "one_sided"})
@@ -128,6 +130,7 @@ def pair_evidence(
         if swaps[field] and not found:
             found.append(swaps[field])
     _pool(features, t_conflicts, d_conflicts, doubts)
+    features["pair_clean"] = _clean(features)
     conflicts = [f"trigger {c}" for c in t_conflicts] + [f"directive {c}" for c in d_conflicts]
     evidence = Evidence(
         features, semantic, agreement, conflicts, [f"directive {d}" for d in doubts]
@@ -142,12 +145,30 @@ def _pool(out: dict[str, float], t_conflicts: list, d_conflicts: list, doubts: l
     out["directive_doubts"] = float(len(doubts))
 
 
+def _clean(f: dict[str, float]) -> float:
+    """1 when every change is accounted for: no conflict or doubt found, no word replaced
+    by an unrelated one, no shared words reordered, no amount changed, the atoms agree,
+    and each field keeps some of its words (an empty directive is no copy of one). Most
+    near copies of a rule are clean; most wrong rules in the same words are not."""
+    fields_clean = all(
+        f[f"{k}_unexplained"] == 0
+        and f[f"{k}_changed"] < 1
+        and f[f"{k}_order"] == 0
+        and f[f"{k}_amounts"] >= 0
+        and f[f"{k}_swap"] == 0
+        for k in ("trigger", "directive")
+    )
+    found = f["trigger_conflicts"] + f["directive_conflicts"] + f["directive_doubts"]
+    return float(fields_clean and not found and f["trigger_agreement"] >= 0.6)
+
+
 def _with_declared(
     evidence: Evidence, exp: str, ext: str, declared: frozenset[str], d_conflicts: list
 ) -> Evidence:
     features = dict(evidence.features)
     agreement, conflicts = _trigger_features(exp, ext, declared, features)
     _pool(features, conflicts, d_conflicts, [None] * int(features["directive_doubts"]))
+    features["pair_clean"] = _clean(features)
     shown = [f"trigger (declared signature) {c}" for c in conflicts]
     return evidence._replace(
         declared_features=features,

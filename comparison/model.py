@@ -37,6 +37,7 @@ class Model:
         self.platt_b = float(spec["platt"]["b"])
         self.match_at = float(spec["thresholds"]["match"])
         self.partial_at = float(spec["thresholds"]["partial"])
+        self.bounds: list[dict] = spec.get("bounds", [])
 
     def margins(self, rows):
         """Log-odds of "same rule" for a (pairs × features) array, all trees at once."""
@@ -60,6 +61,21 @@ class Model:
 
         z = self.platt_a * self.margins(rows) + self.platt_b
         return 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
+
+    def bounded(self, probability: float, features: dict[str, float], *, declared: bool) -> float:
+        """The probability held within what the training pairs say about a few decisive
+        findings: with it, the rate of "same rule" among the training pairs that had it
+        (a cap for a conflict, a floor for a pair where every change is accounted for).
+        Some bounds hold only for a declared signature, whose atoms are stated rather
+        than read from prose."""
+        for bound in self.bounds:
+            if features.get(bound["feature"], 0.0) <= 0 or (bound["declared"] and not declared):
+                continue
+            if bound["kind"] == "cap":
+                probability = min(probability, bound["rate"])
+            else:
+                probability = max(probability, bound["rate"])
+        return probability
 
     def vector(self, features: dict[str, float]) -> list[float]:
         return [features[name] for name in self.features]

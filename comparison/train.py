@@ -94,6 +94,28 @@ def _platt(margins, y) -> tuple[float, float]:
     return float(fit.coef_[0][0]), float(fit.intercept_[0])
 
 
+# Findings decisive enough to bound the probability by their rate in the training pairs
+# (feature, cap or floor, only for a declared signature): an extracted rule that adds an
+# unsafe act; a pair whose every change is accounted for; a declared signature naming
+# another error class or status.
+BOUNDS = (
+    ("directive_unsafe", "cap", False),
+    ("pair_clean", "floor", False),
+    ("trigger_conflict_error", "cap", True),
+    ("trigger_conflict_status", "cap", True),
+)
+
+
+def bounds(X, y, names: list[str]) -> list[dict]:
+    """Each bound's rate of "same rule" where its finding fires (Laplace-smoothed)."""
+    out = []
+    for feature, kind, declared in BOUNDS:
+        fires = X[:, names.index(feature)] > 0
+        rate = (float(y[fires].sum()) + 1) / (int(fires.sum()) + 2)
+        out.append({"feature": feature, "kind": kind, "declared": declared, "rate": round(rate, 4)})
+    return out
+
+
 def _best_threshold(probabilities, y) -> float:
     import numpy as np
 
@@ -113,9 +135,10 @@ def fit(rows: list[dict], params: dict = PARAMS) -> tuple[dict, dict]:
 
     X = feature_matrix(rows)
     y = np.array([r["label"] for r in rows])
-    margins = out_of_fold(X, y, np.array([r["domain"] for r in rows]), params)
+    domains = np.array([r["domain"] for r in rows])
+    margins = out_of_fold(X, y, domains, params)
     a, b = _platt(margins, y)
-    probabilities = 1 / (1 + np.exp(-(a * margins + b)))
+    probabilities = _bounded_out_of_fold(X, y, domains, 1 / (1 + np.exp(-(a * margins + b))))
     match_at = _best_threshold(probabilities, y)
     final = _classifier(params).fit(X, y)
     spec = {
@@ -123,6 +146,7 @@ def fit(rows: list[dict], params: dict = PARAMS) -> tuple[dict, dict]:
         "features": list(FEATURES),
         **export_trees(final),
         "platt": {"a": round(a, 6), "b": round(b, 6)},
+        "bounds": bounds(X, y, list(FEATURES)),
         "thresholds": {"match": match_at, "partial": round(match_at / 2, 2)},
         "fitted_on": {
             "splits": sorted({r["split"] for r in rows}),
@@ -132,6 +156,23 @@ def fit(rows: list[dict], params: dict = PARAMS) -> tuple[dict, dict]:
     }
     report = cv_report(rows, y, probabilities, match_at)
     return {**spec, "cv": report}, report
+
+
+def _bounded_out_of_fold(X, y, domains, probabilities):
+    """The out-of-fold probabilities held within bounds taken from the other folds."""
+    from sklearn.model_selection import GroupKFold
+
+    from .features import FEATURES
+    from .model import Model
+
+    out = probabilities.copy()
+    for fit_idx, score_idx in GroupKFold(_FOLDS).split(X, y, domains):
+        model = Model.__new__(Model)
+        model.bounds = bounds(X[fit_idx], y[fit_idx], list(FEATURES))
+        for i in score_idx:
+            features = dict(zip(FEATURES, X[i], strict=True))
+            out[i] = model.bounded(float(out[i]), features, declared=False)
+    return out
 
 
 def cv_report(rows: list[dict], y, probabilities, match_at: float) -> dict:
