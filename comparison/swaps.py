@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
 from .lexicon import SYNONYM_OF
@@ -39,7 +40,7 @@ def key_term_swapped(expected: str, extracted: str, embedder) -> str | None:
         # A compound term is judged by the part that changed: "--ask-become-pass" against
         # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
         old, new = old - new, new - old
-        if not old or not new or related(old, new) or _same_atoms(gone, came, old):
+        if not old or not new or related(old, new) or _same_atoms(gone, came, frozenset(old)):
             continue
         vectors = embedder.encode([only(gone, old), only(came, new)])
         if float(vectors[0] @ vectors[1]) < _SWAP_SYNONYM_COS:
@@ -47,7 +48,8 @@ def key_term_swapped(expected: str, extracted: str, embedder) -> str | None:
     return None
 
 
-def _same_atoms(gone: str, came: str, old: set[str]) -> bool:
+@lru_cache(maxsize=8192)
+def _same_atoms(gone: str, came: str, old: frozenset[str]) -> bool:
     # The same atoms on both sides excuse the change ("with non-fast-forward" against
     # "because it is not a fast-forward") unless the words both keep give those atoms
     # on their own ("pass" in "--ask-become-pass" and "--ask-vault-pass").
@@ -63,11 +65,16 @@ def related(old: set[str] | frozenset[str], new: set[str] | frozenset[str]) -> b
     """Same term in other words: a shared stem ("holding"/"holds", "config"/"configuration"),
     the same act ("verify"/"confirm"), a plain synonym ("required"/"needed"), or a stand-in
     pronoun ("packages"/"anything")."""
+    return _related(frozenset(old), frozenset(new))
+
+
+@lru_cache(maxsize=8192)
+def _related(old: frozenset[str], new: frozenset[str]) -> bool:
     if old <= PRONOUNS or new <= PRONOUNS:
         return True
     if {SYNONYM_OF.get(w) for w in old} & {SYNONYM_OF.get(w) for w in new} - {None}:
         return True
-    if verb_classes(" ".join(old)) & verb_classes(" ".join(new)):
+    if verb_classes(" ".join(sorted(old))) & verb_classes(" ".join(sorted(new))):
         return True
     stems_old, stems_new = {stem(w) for w in old}, {stem(w) for w in new}
     return any(same_stem(a, b) for a in stems_old for b in stems_new)
@@ -114,7 +121,7 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
         old, new = content(gone) - content(came), content(came) - content(gone)
         if not old or not new:
             one_sided += len(old | new)
-        elif related(old, new) or _same_atoms(gone, came, old):
+        elif related(old, new) or _same_atoms(gone, came, frozenset(old)):
             explained += len(old | new)
         else:
             unexplained += len(old | new)
