@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from .directives import HARD_KINDS, directive_findings, stances_of, verb_classes
 from .quantities import quantity_agreement, status_class_agreement
-from .swaps import explained_share, key_term_swapped, rejected_alternative
+from .swaps import explained_share, key_term_swapped, opposites, rejected_alternative
 from .text import content, negation_only_difference, overlap, residual, stems, token_f1, tokens
 from .triggers import CONFLICT_KEYS, atoms_of, other_message_quoted, signature_agreement
 
@@ -44,6 +44,7 @@ _FIELD = (
     "explained",
     "unexplained",
     "one_sided",
+    "opposites",
     "amounts",
     "status",
     "order",
@@ -152,6 +153,7 @@ def _clean(f: dict[str, float]) -> float:
     near copies of a rule are clean; most wrong rules in the same words are not."""
     fields_clean = all(
         f[f"{k}_unexplained"] == 0
+        and f[f"{k}_opposites"] == 0
         and f[f"{k}_changed"] < 1
         and f[f"{k}_order"] == 0
         and f[f"{k}_amounts"] >= 0
@@ -218,6 +220,7 @@ def _field_features(
         "explained": explained,
         "unexplained": unexplained,
         "one_sided": one_sided,
+        "opposites": float(opposites(exp, ext)),
         "amounts": quantity_agreement(exp, ext),
         "status": status_class_agreement(exp, ext),
         "order": _order_discordance(exp, ext),

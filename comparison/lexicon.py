@@ -506,6 +506,7 @@ EQUIVALENTS: list[tuple[str, str]] = [
     (r"\bre-?run(?:s|ning)?\b|\btry (?:it |that |this )?again\b|\bre-?tr(?:y|ies|ied)\b", "retry"),
     (r"\bback-?off\b|\bbacking off\b", "back off"),
     (r"\bidempotent key\b", "idempotency key"),
+    (r"\brather than\b|\bin place of\b", "instead of"),
 ]
 _EQUIVALENT_RX = [(re.compile(p, re.I), r) for p, r in EQUIVALENTS]
 _EQUIVALENT_GATE = re.compile("|".join(f"(?:{p})" for p, _ in EQUIVALENTS), re.I)
@@ -532,9 +533,10 @@ SYNONYMS: list[frozenset[str]] = [
         "fast quick quickly rapid",
         "new fresh newer",
         "old stale outdated previous",
-        "error errors failure failures fault",
-        "fail fails failed failing break breaks breaks broke",
-        "throw throws raise raises raised emit emits",
+        "failure failures fault faults",
+        "fail fails failed failing throw throws threw raise raises raised error errors errored "
+        "crash crashes crashed break breaks broke",
+        "emit emits print prints output outputs log logs",
         "start starts begin begins launch launches",
         "stop stops halt halts",
         "show shows display displays print prints report reports",
@@ -568,3 +570,77 @@ SYNONYMS: list[frozenset[str]] = [
     )
 ]
 SYNONYM_OF: dict[str, int] = {word: n for n, group in enumerate(SYNONYMS) for word in group}
+
+
+# Words of opposite meaning: one replaced by the other turns a rule around ("a documented
+# public API" against "an undocumented internal API"). A word and its negative prefix
+# (un-, in-, non-, dis-) are opposites too.
+ANTONYMS: list[tuple[str, str]] = [
+    tuple(pair.split())  # type: ignore[misc]
+    for pair in (
+        "public private",
+        "public internal",
+        "external internal",
+        "static dynamic",
+        "before after",
+        "first last",
+        "all none",
+        "every none",
+        "local remote",
+        "primary replica",
+        "primary secondary",
+        "read write",
+        "upload download",
+        "input output",
+        "client server",
+        "source destination",
+        "start stop",
+        "success failure",
+        "min max",
+        "minimum maximum",
+        "increase decrease",
+        "raise lower",
+        "more fewer",
+        "more less",
+        "larger smaller",
+        "higher lower",
+        "longer shorter",
+        "add remove",
+        "allow deny",
+        "allow block",
+        "accept reject",
+        "include exclude",
+        "inside outside",
+        "enable disable",
+        "sync async",
+        "synchronous asynchronous",
+        "encrypt decrypt",
+        "compress decompress",
+        "lock unlock",
+        "open close",
+        "push pull",
+        "import export",
+        "inbound outbound",
+        "ingress egress",
+        "parent child",
+        "parent children",
+        "root user",
+        "production staging",
+        "dev prod",
+        "global per",
+        "shared dedicated",
+        "once every",
+    )
+]
+_NEGATIVE_PREFIX = ("un", "in", "non", "dis", "im", "ir", "il")
+
+
+def opposite(a: str, b: str) -> bool:
+    """Two words of opposite meaning: a listed pair, or one is the other with a negative
+    prefix ("documented" / "undocumented", "valid" / "invalid")."""
+    if (a, b) in _ANTONYM_SET:
+        return True
+    return any(b == p + a or a == p + b for p in _NEGATIVE_PREFIX) and min(len(a), len(b)) >= 4
+
+
+_ANTONYM_SET = frozenset(ANTONYMS) | frozenset((b, a) for a, b in ANTONYMS)

@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 
 from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
-from .lexicon import SYNONYM_OF
+from .lexicon import SYNONYM_OF, opposite
 from .text import CONNECTIVES, PRONOUNS, change_blocks, content, only, same_stem, stem
 from .triggers import atoms_of
 
@@ -70,6 +70,8 @@ def related(old: set[str] | frozenset[str], new: set[str] | frozenset[str]) -> b
 
 @lru_cache(maxsize=8192)
 def _related(old: frozenset[str], new: frozenset[str]) -> bool:
+    if any(opposite(a, b) for a in old for b in new):
+        return False
     if old <= PRONOUNS or new <= PRONOUNS:
         return True
     if {SYNONYM_OF.get(w) for w in old} & {SYNONYM_OF.get(w) for w in new} - {None}:
@@ -126,3 +128,14 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
         else:
             unexplained += len(old | new)
     return explained / total, unexplained / total, one_sided / total
+
+
+def opposites(expected: str, extracted: str) -> int:
+    """How many words the expected text has that the extracted one replaces, or joins,
+    with their opposite ("public" against "private", "documented" against
+    "undocumented")."""
+    gone = content(expected) - content(extracted)
+    came = content(extracted) - content(expected)
+    return sum(
+        any(opposite(a, b) or opposite(stem(a), stem(b)) for b in came) for a in sorted(gone)
+    )
