@@ -137,7 +137,7 @@ ERRORS: dict[str, str] = {
     ),
     "corrupt": r"malformed(?! json| parameters)|corrupt",
     "timeout": (
-        r"timed? ?out\b|\btimeouts?\b|time limit|deadline exceeded|never (?:returns|responds|"
+        r"tim(?:ed?|es|ing) ?out\b|\btimeouts?\b|time limit|deadline exceeded|never (?:returns|responds|"
         r"completes)|\bhangs?\b|\bhanging\b|gives? up waiting|no response|\bstall(?:s|ed)?\b"
     ),
     "retries_exhausted": r"retr(?:y|ies) limit|max(?:imum)? retries|retries exhausted",
@@ -334,13 +334,14 @@ STANCES: dict[str, str] = {
         r"\bforce (?:the )?(?:push|checkout|delete|overwrite|reinstall|merge)"
     ),
     "bypass": (
-        r"--no-verify|\bskip(?:s|ping)?\b|-dskiptests|verify=false|disable (?:certificate|ssl|tls|web "
+        r"--no-verify|\bskip(?:s|ping)? (?:the |a |an |all |any |its |their )?(?:[\w-]+ )?(?:tests?|"
+        r"checks?|verification|validation|hooks?|ci|lint\w*|reviews?|approvals?|signing)\b|-dskiptests|verify=false|disable (?:certificate|ssl|tls|web "
         r"security)|\bbypass\w*|\b(?:disabl\w*|turn(?:ing)? off|remov\w*) (?:the |a |an |its |all |that |this )?"
         r"(?:[\w-]+ )?(?:checks?|verification|validation|tests?|lint(?:er|ing)?|hooks?|guards?|"
-        r"probes?|health ?checks?)\b|stricthostkeychecking no|--legacy-peer-deps|--break-system-packages|\bignor(?:e|ing)"
+        r"probes?|health ?checks?)\b|stricthostkeychecking no|--legacy-peer-deps|--break-system-packages|\bignor(?:e|es|ing) (?:the |a |an |all |any |this |that |its |their )?(?:[\w-]+ )?(?:errors?|"
+        r"warnings?|failures?|checks?|tests?|alerts?|lint\w*|exit codes?|certificates?)\b"
         r"|lower the (?:coverage )?threshold|delete the (?:failing )?assert|merge anyway|rerun on "
-        r"failure|hard-?cod|without asking|force-unlock|\bmask\b|accept the output|fix it later|"
-        r"--no-cache|during peak|every branch|rename the file|for another platform|commit the node_modules"
+        r"failure|without asking|force-unlock|\bmask\b"
     ),
     "destroy": (
         r"\brm -rf\b|\bdelet(?:e|es|ing)\b|\bdrop(?:s|ping)?\b|\bdiscard(?:s|ing)?\b|\bwip(?:e|es|ing)\b|"
