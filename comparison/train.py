@@ -9,15 +9,16 @@ HistGradientBoostingClassifier), constrained to move the right way on every sign
 a known direction (features.monotone), is scored by cross-validation grouped by domain
 (no domain is in both the fitting and the scoring folds). Its out-of-fold log-odds
 calibrate the probability (Platt scaling) and give the match threshold with the best
-out-of-fold accuracy. Writes model.json beside this file; `--check` only prints the
-cross-validated figures. scikit-learn is needed here only: the comparator reads
+out-of-fold accuracy. A few findings decisive in the training pairs bound the probability
+by their rate there (BOUNDS). Writes model.json beside this file; `--check` only prints
+the cross-validated figures. scikit-learn is needed here only: the comparator reads
 model.json with numpy.
 
-Tried and dropped, on the same cross-validation: a logistic regression over the same
-features (AUC 0.963 against 0.980: the signals interact, e.g. a kept trigger makes a
-changed directive telling), the trees without the direction constraints (0.976), and
-pairs made by rule (a rule against itself, against a rule of another domain, against
-its own negation: 0.972-0.975, they pull the model toward the easy cases).
+Tried and dropped, on the same cross-validation (comparison/README.md has the figures): a
+logistic regression over the same features (the signals interact: a kept trigger makes a
+changed directive telling), the trees without direction constraints, and pairs made by
+rule (a rule against itself, against a rule of another domain, against its negation),
+which pull the model toward the easy cases.
 """
 
 from __future__ import annotations

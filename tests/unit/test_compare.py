@@ -466,3 +466,61 @@ def test_the_comparator_ranks_the_eval_set_far_better_than_token_f1():
     assert comparator_auc > auc(labels, [r["token_f1"] for r in results]) + 0.3
     hits = [(r["verdict"] == "match") == bool(y) for r, y in zip(results, labels, strict=True)]
     assert sum(hits) / len(hits) >= 0.85
+
+
+# --- the error categories of the labelled pairs, on rules written for these tests ---------
+
+CATEGORY_CASES = [
+    # plain synonyms and ops jargon
+    (
+        "match",
+        rule("when logs contain API keys", "redact the keys before shipping the logs"),
+        rule("if API keys show up in the logs", "scrub the keys before the logs are shipped"),
+    ),
+    (
+        "match",
+        rule("when the new checkout page breaks orders", "turn the feature flag off"),
+        rule("if orders fail on the new checkout page", "disable the toggle for it"),
+    ),
+    # a status class or a number changed
+    (
+        "miss",
+        rule("when the upstream returns 5xx", "retry with exponential backoff"),
+        rule("when the upstream returns 4xx", "retry with exponential backoff"),
+    ),
+    (
+        "miss",
+        rule("when a job failed five times", "page the on-call engineer"),
+        rule("when a job failed once", "page the on-call engineer"),
+    ),
+    # the same trigger with other or opposite advice
+    (
+        "miss",
+        rule("when the connection pool is exhausted", "find and fix the leaked connections"),
+        rule("when the connection pool is exhausted", "raise the pool size limit"),
+    ),
+    (
+        "miss",
+        rule(
+            "when autovacuum falls behind on a busy table",
+            "tune autovacuum to run more often on that table",
+        ),
+        rule("when autovacuum falls behind on a busy table", "disable autovacuum on that table"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("verdict", "expected", "extracted"), CATEGORY_CASES)
+def test_each_error_category_gets_its_verdict(verdict, expected, extracted):
+    result = compare_rules(extracted, expected)
+    assert result["verdict"] == verdict, result["why"]
+
+
+def test_the_score_is_a_probability_above_one_half_for_the_same_rule_only():
+    expected, reworded = REWORDINGS[1]
+    wrong = SAME_WORDS_OTHER_MEANING[2][1]
+    copy, rewording, other = (
+        compare_rules(x, expected)["score"] for x in (expected, reworded, wrong)
+    )
+    assert min(copy, rewording) > 0.5 > other >= 0.0
+    assert max(copy, rewording) <= 1.0
