@@ -10,13 +10,18 @@ findings that name a difference are also kept as sentences for the page.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .directives import HARD_KINDS, directive_findings, stances_of, verb_classes
 from .quantities import quantity_agreement, status_class_agreement
 from .swaps import explained_share, key_term_swapped, opposites, rejected_alternative
 from .text import content, negation_only_difference, overlap, residual, stems, token_f1, tokens
 from .triggers import CONFLICT_KEYS, atoms_of, other_message_quoted, signature_agreement
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .semantic import StaticEmbedder
 
 FINDING_KINDS = (
     "opposed",
@@ -103,8 +108,8 @@ def field_texts(expected: str, extracted: str) -> list[str]:
 def pair_evidence(
     expected: dict[str, str],
     extracted: dict[str, str],
-    vectors,
-    embedder,
+    vectors: np.ndarray,
+    embedder: StaticEmbedder,
     declared: frozenset[str] = frozenset(),
 ) -> Evidence:
     """All features of one pair; `vectors` are the eight of `field_texts` for both fields.

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingClassifier
 
 MODEL_JSON = Path(__file__).resolve().parent / "model.json"
 
@@ -39,7 +45,7 @@ class Model:
         self.partial_at = float(spec["thresholds"]["partial"])
         self.bounds: list[dict] = spec.get("bounds", [])
 
-    def margins(self, rows):
+    def margins(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
         """Log-odds of "same rule" for a (pairs × features) array, all trees at once."""
         import numpy as np
 
@@ -55,7 +61,7 @@ class Model:
             nodes = np.where(inner, step, nodes)
         return self.baseline + self.value[nodes].sum(axis=1)
 
-    def probabilities(self, rows):
+    def probabilities(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
         """Calibrated P(same rule) for a (pairs × features) array."""
         import numpy as np
 
@@ -86,7 +92,7 @@ class Model:
         return "partial" if probability >= self.partial_at else "miss"
 
 
-def export_trees(classifier) -> dict:
+def export_trees(classifier: HistGradientBoostingClassifier) -> dict:
     """A fitted HistGradientBoostingClassifier as plain lists (train.py writes them)."""
     roots, feature, threshold, left, right, value = [], [], [], [], [], []
     for (tree,) in classifier._predictors:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
 from .lexicon import SYNONYM_OF, opposite
 from .text import CONNECTIVES, PRONOUNS, change_blocks, content, only, same_stem, stem
 from .triggers import atoms_of
+
+if TYPE_CHECKING:
+    from .semantic import StaticEmbedder
 
 # Share of content words kept for a change to count as a swap rather than a rewording,
 # and the cosine above which two swapped terms are taken as synonyms.
@@ -20,7 +24,7 @@ _SWAP_SYNONYM_COS = 0.8
 _REJECTED_MARGIN = 0.05
 
 
-def key_term_swapped(expected: str, extracted: str, embedder) -> str | None:
+def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) -> str | None:
     """A text kept nearly word for word with one key term swapped for an unrelated one.
 
     A rewording changes most of the wording; an extraction that keeps the expected
@@ -89,7 +93,7 @@ _AVOID_CUE = re.compile(
 )
 
 
-def rejected_alternative(expected: str, extracted: str, embedder) -> str | None:
+def rejected_alternative(expected: str, extracted: str, embedder: StaticEmbedder) -> str | None:
     """ "chmod +x instead of running it as root" against "run the script with sudo": one
     rule does what the other rules out. Read from whichever side names a rejected option,
     when the other side names none, avoids nothing, and reads closer to the rejected option

@@ -26,6 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "extraction_eval.jsonl"
@@ -42,12 +46,12 @@ PARAMS = {
 }
 
 
-def read_rows(path: Path = DATA, splits=TRAIN_SPLITS) -> list[dict]:
+def read_rows(path: Path = DATA, splits: tuple[str, ...] = TRAIN_SPLITS) -> list[dict]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r["split"] in splits]
 
 
-def feature_matrix(rows: list[dict]):
+def feature_matrix(rows: list[dict]) -> np.ndarray:
     """One row of features per pair, in the model's feature order."""
     import numpy as np
 
@@ -68,7 +72,7 @@ def _classifier(params: dict):
     )
 
 
-def out_of_fold(X, y, domains, params: dict):
+def out_of_fold(X: np.ndarray, y: np.ndarray, domains: np.ndarray, params: dict) -> np.ndarray:
     """Each pair's log-odds from a model fitted without its domain."""
     from sklearn.model_selection import GroupKFold, cross_val_predict
 
@@ -107,7 +111,7 @@ BOUNDS = (
 )
 
 
-def bounds(X, y, names: list[str]) -> list[dict]:
+def bounds(X: np.ndarray, y: np.ndarray, names: list[str]) -> list[dict]:
     """Each bound's rate of "same rule" where its finding fires (Laplace-smoothed)."""
     out = []
     for feature, kind, declared in BOUNDS:
@@ -176,7 +180,7 @@ def _bounded_out_of_fold(X, y, domains, probabilities):
     return out
 
 
-def cv_report(rows: list[dict], y, probabilities, match_at: float) -> dict:
+def cv_report(rows: list[dict], y: np.ndarray, probabilities: np.ndarray, match_at: float) -> dict:
     report = {
         "cv_auc": round(_auc(y, probabilities), 4),
         "cv_accuracy": round(float(((probabilities >= match_at) == y).mean()), 4),
