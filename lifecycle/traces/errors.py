@@ -88,7 +88,9 @@ RULES: tuple[ErrorRule, ...] = (
         "http_429",
         r"\brate_limit(?:ed|_exceeded)\b|\bRateLimitError\b|\bThrottlingException\b|\bRate exceeded\b",
     ),
-    _rule("http.quota_exceeded", "http_429", r"\bRESOURCE_EXHAUSTED\b|\bquota exceeded\b"),
+    _rule(
+        "http.quota_exceeded", "http_429", r"\bRESOURCE_EXHAUSTED\b|(?<!disk )\bquota exceeded\b"
+    ),
     # errno classes, by name and by the C library's message
     _rule(
         "errno.ENOENT",
@@ -119,8 +121,11 @@ RULES: tuple[ErrorRule, ...] = (
     _rule(
         "net.timeout",
         "timeout",
-        r"\btimed out\b|\btime-?out (?:expired|exceeded|error)\b|\bETIMEDOUT\b|\bdeadline exceeded\b|\b(?:Read|Connect|Socket)?Timeout(?:Error|Exception)?\b(?=[:\s]|$)|\btimeout (?:after|of) \d|did not (?:finish|complete) within\b|\bgateway time-?out\b",
+        r"\btimed out\b|\btime-?out (?:expired|exceeded|error)\b|\bETIMEDOUT\b|\bdeadline exceeded\b"
+        r"|\btimeout (?:after|of) \d|did not (?:finish|complete) within\b|\bgateway time-?out\b",
     ),
+    # Case-sensitive: `ReadTimeout`, `TimeoutError`, `TimeoutExpired`, never a `--timeout` flag.
+    _rule("net.timeout_class", "timeout", r"(?<![-\w])\w*Timeout(?:Error|Exception|Expired)?\b", 0),
     _rule(
         "net.ECONNREFUSED",
         "connection_refused",
