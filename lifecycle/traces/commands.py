@@ -164,6 +164,24 @@ def slug(value: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "_", value.lower()).strip("_.") or "unknown"
 
 
+_SHELLISH = re.compile(r"bash|shell|terminal|command|cmd|console|exec")
+
+
+def is_shell_tool(tool: str) -> bool:
+    """A tool that runs whatever command it is given (or no tool name at all)."""
+    name = slug(tool) if tool else ""
+    return not name or name in SHELL_TOOLS or bool(_SHELLISH.search(name))
+
+
+def reads_as_command(text: str, action: str) -> bool:
+    """Input given to a non-shell tool counts as a command when it names a known program or
+    operation, or is a short lower-case verb phrase ("post #oncall")."""
+    if "." in action or action in ("codegen", "sleep"):
+        return True
+    words = text.split()
+    return 0 < len(words) <= 4 and bool(re.match(r"^[a-z][a-z0-9_-]*$", words[0]))
+
+
 def split_commands(text: str) -> list[list[str]]:
     """The simple commands of a shell line (`cd x && git push` → two), each as argv."""
     out = []

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from . import commands, errors, templates
 
 DERIVATION_VERSION = 1
-_COMMAND_KEYS = ("command", "cmd", "script", "shell_command", "commands", "argv", "args")
+_COMMAND_KEYS = ("command", "cmd", "script", "shell_command", "commands", "argv")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,8 @@ def _arguments(step: dict) -> object:
 def command_text(step: dict) -> str:
     """The command or request a step ran, as text."""
     args = _arguments(step)
+    if isinstance(args, dict) and isinstance(args.get("kwargs"), dict):
+        args = {**args, **args["kwargs"]}  # smolagents records a call as {args, kwargs}
     if isinstance(args, dict):
         for key in _COMMAND_KEYS:
             value = args.get(key)
@@ -192,7 +194,11 @@ def _tool_and_actions(step: dict, where: str) -> list[Because]:
         out.append(Because(f"tool:{commands.slug(tool)}", "tool.name", f"{where}.tool", tool))
     text = command_text(step)
     found = commands.text_actions(text) if text else []
-    shell = commands.slug(tool) in commands.SHELL_TOOLS | {"unknown"}
+    shell = commands.is_shell_tool(tool)
+    if not shell:
+        # A tool that is not a shell gets an action from its input only when the input reads
+        # as a command, not as prose handed to it.
+        found = [f for f in found if commands.reads_as_command(text, f[0])]
     for action, family, words in found:
         if family and shell:
             out.append(Because(f"tool:{family}", "tool.program", f"{where}.input", words))

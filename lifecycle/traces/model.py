@@ -186,7 +186,17 @@ def message_text(value: object) -> str:
                 return text
         return ""
     if isinstance(value, dict):
-        for key in ("content", "text", "parts", "input", "query", "question", "task", "value"):
+        for key in (
+            "messages",
+            "content",
+            "text",
+            "parts",
+            "input",
+            "query",
+            "question",
+            "task",
+            "value",
+        ):
             if key in value:
                 text = message_text(value[key])
                 if text:
