@@ -4,6 +4,8 @@ from ninja import NinjaAPI
 
 from lifecycle.api import install as install_lifecycle_api
 
+from .api_traces import install as install_traces_api
+
 # The docs page (/api/v1/docs) is served from ninja's own static files, never a CDN, because
 # "ninja" is in INSTALLED_APPS.
 api = NinjaAPI(
@@ -13,5 +15,6 @@ api = NinjaAPI(
     urls_namespace="api-v1",
 )
 install_lifecycle_api(api)
+install_traces_api(api)
 
 api.add_router("/replay/", "replay.api.router")

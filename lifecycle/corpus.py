@@ -16,9 +16,10 @@ from django.utils.dateparse import parse_datetime
 from . import atoms as atom_lib
 from .models import Trajectory, TrajectoryAtom, TrajectoryKind
 from .services import content_hash
+from .traces.derive import with_derived_signature
 
 KINDS = {k.value for k in TrajectoryKind}
-REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")
+REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
 BATCH = 2000
 
 
@@ -107,6 +108,11 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
     """Validate one corpus line into model fields; collects every error of the line."""
     if not isinstance(obj, dict):
         return None, [LineError(number, "", "each line must be a JSON object")]
+    # semantics §19: a trajectory without a signature gets one derived from its steps. The
+    # content hash stays that of the line as given, so re-importing it is still a no-op.
+    original = obj
+    if not obj.get("signature"):
+        obj = with_derived_signature(obj)
     errors: list[LineError] = []
 
     def bad(field_name: str, message: str) -> None:
@@ -187,7 +193,7 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
         "replayable": bool(steps) if replayable is None else replayable,
         "replay_input": obj.get("replay_input"),
         "meta": meta or {},
-        "content_hash": content_hash(obj),
+        "content_hash": content_hash(original),
     }, []
 
 

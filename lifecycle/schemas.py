@@ -69,7 +69,10 @@ class TrajectoryIn(Schema):
     steps: list[Any]
     outcome: Any
     metrics: dict[str, float]
-    signature: list[str]
+    signature: list[str] = Field(
+        default_factory=list,
+        description="derived from the steps when absent or empty (semantics §19)",
+    )
 
 
 class RetireIn(Schema):
@@ -145,7 +148,9 @@ class EventPageOut(Schema):
 class TrialOut(Schema):
     enrolled: int
     breached: int
-    read_candidate: int = Field(description="enrolled sessions that read the candidate (semantics §5)")
+    read_candidate: int = Field(
+        description="enrolled sessions that read the candidate (semantics §5)"
+    )
     needed: int
     baseline_rate: float
     baseline_sessions: int

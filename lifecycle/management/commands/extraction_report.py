@@ -1,7 +1,9 @@
 from lifecycle.extraction_scoring import extraction_rows, verdict_counts
 from lifecycle.management.base import JsonCommand
 
-NOTE = "extraction accuracy (semantics §12) — a separate number from replay fidelity, never combined"
+NOTE = (
+    "extraction accuracy (semantics §12) — a separate number from replay fidelity, never combined"
+)
 
 
 def _line(row: dict) -> list[str]:

@@ -3,7 +3,9 @@ from lifecycle.scopes import render_scope, rule_as_dict, scope_rules
 
 
 class Command(JsonCommand):
-    help = "Print a scope file as agents read it: active rules, then provisional ones (semantics §4)."
+    help = (
+        "Print a scope file as agents read it: active rules, then provisional ones (semantics §4)."
+    )
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

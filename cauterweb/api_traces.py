@@ -1,0 +1,117 @@
+"""`POST /api/v1/traces` (semantics §19): agent traces in, one trajectory per session.
+
+The path an OpenTelemetry OTLP/HTTP exporter can point at: set
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://<host>/api/v1/traces` and
+`OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer <agent token>`; both
+`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf` (`application/x-protobuf`) and `http/json`
+(`application/json`) bodies are accepted. A protobuf request is answered with an (empty, i.e.
+fully successful) `ExportTraceServiceResponse` unless it asks for JSON (`Accept:
+application/json`); the counts are also in `X-CauterWeb-Created/-Unchanged/-Updated` headers.
+
+Other formats (`openinference`, `langfuse`, `inspect`) are JSON bodies (or an Inspect `.eval`
+zip) with `?format=`. Agent token auth like every write; bad input is a 4xx JSON error naming
+each bad record, and nothing is written.
+"""
+
+from functools import partial
+
+from django.db import transaction
+from django.http import HttpResponse
+from ninja import NinjaAPI, Router
+
+from lifecycle.auth import WRITE, request_actor
+from lifecycle.schemas import ErrorOut, ImportOut
+from lifecycle.services import journal_write
+from lifecycle.traces.detect import PROTOBUF_TYPES
+from lifecycle.traces.model import FORMATS, TraceRejected
+from lifecycle.traces.service import import_traces
+
+router = Router(tags=["traces"])
+
+JSON_TYPES = ("application/json", "application/x-ndjson", "application/jsonl")
+ZIP_TYPES = ("application/zip", "application/octet-stream")
+ERRORS = {code: ErrorOut for code in (400, 401, 403, 413, 415, 422)}
+
+
+class BadTraceRequest(Exception):
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def _export_response(result) -> HttpResponse:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    return HttpResponse(
+        ExportTraceServiceResponse().SerializeToString(),
+        content_type="application/x-protobuf",
+    )
+
+
+@router.post(
+    "/traces",
+    operation_id="importTraces",
+    auth=WRITE,
+    response={200: ImportOut, **ERRORS},
+    summary="Import agent traces (OTLP/HTTP JSON or protobuf, OpenInference, Langfuse, Inspect)",
+    description="One trajectory per agent session, signatures derived (semantics §19); atomic "
+    "and idempotent like the corpus import. `format` is detected when not given.",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                "application/json": {"schema": {"type": "object"}},
+            },
+        }
+    },
+)
+def post_traces(request, format: str | None = None, replace: bool = False):
+    content_type = request.content_type or ""
+    if not request.body:
+        raise BadTraceRequest(400, "the body is empty")
+    if content_type not in (*PROTOBUF_TYPES, *JSON_TYPES, *ZIP_TYPES):
+        raise BadTraceRequest(415, "send application/json or application/x-protobuf (OTLP)")
+    if format is not None and format not in FORMATS:
+        raise BadTraceRequest(422, f"format must be one of {', '.join(FORMATS)}")
+    with transaction.atomic():
+        result = import_traces(request.body, fmt=format, content_type=content_type, replace=replace)
+        if result.created or result.updated:
+            journal_write(
+                type="corpus_imported",
+                actor=request_actor(request),
+                evidence={**result.as_dict(), "replace": replace, "source": "traces"},
+            )
+    if content_type in PROTOBUF_TYPES and "application/json" not in request.headers.get(
+        "Accept", ""
+    ):
+        response = _export_response(result)
+    else:
+        response = HttpResponse(
+            ImportOut(**result.as_dict(), ids=result.ids).model_dump_json(),
+            content_type="application/json",
+        )
+    for name, value in result.as_dict().items():
+        response[f"X-CauterWeb-{name.capitalize()}"] = str(value)
+    return response
+
+
+def _rejected(request, exc: TraceRejected, *, api: NinjaAPI) -> HttpResponse:
+    errors = [
+        {"loc": ["record", e.record, *([e.field] if e.field else [])], "msg": e.message}
+        for e in exc.errors
+    ]
+    detail = f"{len(exc.errors)} error(s), nothing written"
+    return api.create_response(request, {"detail": detail, "errors": errors}, status=422)
+
+
+def _bad(request, exc: BadTraceRequest, *, api: NinjaAPI) -> HttpResponse:
+    return api.create_response(request, {"detail": exc.detail, "errors": []}, status=exc.status)
+
+
+def install(api: NinjaAPI) -> None:
+    api.add_router("/", router)
+    api.add_exception_handler(TraceRejected, partial(_rejected, api=api))
+    api.add_exception_handler(BadTraceRequest, partial(_bad, api=api))
