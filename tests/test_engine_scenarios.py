@@ -500,7 +500,9 @@ def test_repeated_validate_is_idempotent():  # semantics §3, §9.4
     assert state_of().state == "active"
 
 
-def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(registry_seeded):  # semantics §3, §9.5
+def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
+    registry_seeded,
+):  # semantics §3, §9.5
     corpus(failing("F-1"))
     rule("R-1")
     rule("R-2", directive="another directive")
@@ -519,7 +521,9 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(registry_seeded)
     assert vround.summary["skipped"] == 1
 
 
-def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(registry_seeded):  # semantics §9.5
+def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(
+    registry_seeded,
+):  # semantics §9.5
     corpus(failing("F-1"))
     rule()
 

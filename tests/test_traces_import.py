@@ -114,8 +114,10 @@ def test_an_inspect_log_gives_one_trajectory_per_sample_and_epoch(name):
     assert push.signature == ["tool:bash", "tool:git", "action:git.push", "error:non_fast_forward"]
     assert push.session_id == "kX3pQ9vR2mN7bT4wY8zA1c:push-main:1"
     flaky = stored("inspect-repo_maintenance-flaky-ci-e1-kX3pQ9vR")
-    assert flaky.kind == "near_miss"
-    assert "error:timeout" in flaky.signature
+    # It recovered from a timed-out run: a success, carrying its tools and actions only.
+    assert flaky.kind == "success"
+    assert flaky.signature == ["tool:bash", "tool:pytest", "action:test.run"]
+    assert flaky.steps[0]["error"] == "timeout: Command timed out before completing."
 
 
 @pytest.mark.parametrize(
@@ -152,7 +154,7 @@ def test_changed_content_is_a_conflict_naming_the_session_unless_replaced(tmp_pa
         call_command("import_traces", str(changed), stdout=StringIO())
     assert "session kX3pQ9vR2mN7bT4wY8zA1c:flaky-ci:1" in str(exc.value)
     assert "--replace" in str(exc.value)
-    assert stored("inspect-repo_maintenance-flaky-ci-e1-kX3pQ9vR").kind == "near_miss"
+    assert stored("inspect-repo_maintenance-flaky-ci-e1-kX3pQ9vR").kind == "success"
     assert run(str(changed), "--replace") == {"created": 0, "unchanged": 1, "updated": 1}
     assert stored("inspect-repo_maintenance-flaky-ci-e1-kX3pQ9vR").kind == "failure"
 

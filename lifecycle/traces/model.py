@@ -117,20 +117,17 @@ def add_score(
         metrics[key] = number
 
 
-def decide_kind(
-    *, root_failed: bool | None, metrics: dict, step_failed: bool, notices: list
-) -> str:
+def decide_kind(*, root_failed: bool | None, metrics: dict, notices: list) -> str:
     """failure / success / near_miss from what the source says (semantics §1, §19).
 
     A session fails when its root says so, or when no root status is known and the outcome
-    verdict is 0. One that succeeded after a failed step, or that showed a notice, is a near
-    miss; otherwise a success."""
+    verdict is below 0.5. One that succeeded but showed a notice is a near miss. A success that
+    recovered from a failed step is still a success: that recovery is what a protected win
+    (semantics §7.2) looks like."""
     verdict = next((metrics[m] for m in OUTCOME_METRICS if m in metrics), None)
     if root_failed or (root_failed is None and verdict is not None and verdict < 0.5):
         return "failure"
-    if step_failed or notices:
-        return "near_miss"
-    return "success"
+    return "near_miss" if notices else "success"
 
 
 def outcome(kind: str, message: str = "") -> dict:
@@ -242,10 +239,7 @@ def build(
     """One trajectory in the shape of a corpus line; the signature is left empty to derive."""
     extensions = extensions or {}
     notices = maybe_json(extensions.get("notices")) or []
-    failed_step = any(s.get("status") == "error" or s.get("error") for s in steps)
-    kind = decide_kind(
-        root_failed=root_failed, metrics=metrics, step_failed=failed_step, notices=notices
-    )
+    kind = decide_kind(root_failed=root_failed, metrics=metrics, notices=notices)
     meta = {"source_format": source_format, "source": source}
     if unscored:
         meta["scores_not_in_unit_range"] = unscored

@@ -1,0 +1,154 @@
+"""Trajectories written as an OTLP/JSON export with OpenTelemetry GenAI spans — the demo corpus
+ships this way too (`lifecycle/fixtures/demo/corpus.otlp.json`), so `import_traces` is shown on
+the same sessions the JSON Lines corpus holds.
+
+No signature is written: importing the export derives them (semantics §19). The parts of a
+corpus line no convention names (`id`, `corpus`, `expected_rule`, `replay_input`, `replayable`,
+`notices`, `meta`) travel as `cauterweb.*` attributes on the root span.
+
+    python -m lifecycle.traces.export lifecycle/fixtures/demo/corpus.jsonl \
+        lifecycle/fixtures/demo/corpus.otlp.json
+"""
+
+import hashlib
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+STEP_MS = 1000
+AGENT = "cauterweb-demo-agent"
+
+
+def _id(seed: str, length: int) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:length]
+
+
+def _value(value: object) -> dict:
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    return {"stringValue": json.dumps(value, ensure_ascii=False, sort_keys=True)}
+
+
+def _attributes(pairs: dict) -> list[dict]:
+    return [{"key": k, "value": _value(v)} for k, v in pairs.items() if v is not None]
+
+
+def _nanos(started_at: str, offset_ms: int) -> str:
+    start = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+    return str(int(start.timestamp()) * 1_000_000_000 + offset_ms * 1_000_000)
+
+
+def trajectory_spans(line: dict) -> list[dict]:
+    """The spans of one trajectory: an `invoke_agent` root and one `execute_tool` per step."""
+    trace_id = _id(f"trace:{line['id']}", 32)
+    root_id = _id(f"root:{line['id']}", 16)
+    steps = line.get("steps") or []
+    started = line.get("started_at") or "1970-01-01T00:00:00Z"
+    failed = line["kind"] == "failure"
+    outcome = line.get("outcome") or {}
+    extensions = {
+        f"cauterweb.{key}": line[key]
+        for key in (
+            "id",
+            "corpus",
+            "expected_rule",
+            "replay_input",
+            "replayable",
+            "notices",
+            "meta",
+        )
+        if line.get(key) not in (None, [], {}, "")
+    }
+    root = {
+        "traceId": trace_id,
+        "spanId": root_id,
+        "name": f"invoke_agent {AGENT}",
+        "kind": 1,
+        "startTimeUnixNano": _nanos(started, 0),
+        "endTimeUnixNano": _nanos(started, STEP_MS * (len(steps) + 1)),
+        "attributes": _attributes(
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": AGENT,
+                "gen_ai.conversation.id": line.get("session_id") or line["id"],
+                "gen_ai.input.messages": [
+                    {"role": "user", "parts": [{"type": "text", "content": line["task"]}]}
+                ],
+                **extensions,
+            }
+        ),
+        "events": [
+            {
+                "timeUnixNano": _nanos(started, STEP_MS * (len(steps) + 1)),
+                "name": "gen_ai.evaluation.result",
+                "attributes": _attributes(
+                    {"gen_ai.evaluation.name": name, "gen_ai.evaluation.score.value": float(value)}
+                ),
+            }
+            for name, value in sorted((line.get("metrics") or {}).items())
+        ],
+        "status": {"code": 2, "message": outcome.get("summary", "")} if failed else {"code": 1},
+    }
+    spans = [root]
+    for i, step in enumerate(steps):
+        error = step.get("error") or ""
+        spans.append(
+            {
+                "traceId": trace_id,
+                "spanId": _id(f"step:{line['id']}:{i}", 16),
+                "parentSpanId": root_id,
+                "name": f"execute_tool {step.get('tool', 'tool')}",
+                "kind": 1,
+                "startTimeUnixNano": _nanos(started, STEP_MS * (i + 1)),
+                "endTimeUnixNano": _nanos(started, STEP_MS * (i + 1) + STEP_MS // 2),
+                "attributes": _attributes(
+                    {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": step.get("tool", "tool"),
+                        "gen_ai.tool.type": "function",
+                        "gen_ai.tool.call.id": "call_" + _id(f"call:{line['id']}:{i}", 12),
+                        "gen_ai.tool.call.arguments": {"command": step.get("input", "")},
+                        "gen_ai.tool.call.result": step.get("output", ""),
+                        "error.type": "tool_error" if error else None,
+                    }
+                ),
+                "status": {"code": 2, "message": error} if error else {},
+            }
+        )
+    return spans
+
+
+def corpus_to_otlp(lines: list[dict], *, service: str = "cauterweb-demo") -> dict:
+    """An ExportTraceServiceRequest (OTLP/JSON) holding every trajectory's spans."""
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attributes({"service.name": service})},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "cauterweb.traces.export", "version": "1"},
+                        "spans": [span for line in lines for span in trajectory_spans(line)],
+                    }
+                ],
+            }
+        ]
+    }
+
+
+def main(argv: list[str]) -> None:
+    source, target = Path(argv[0]), Path(argv[1])
+    lines = [
+        json.loads(raw) for raw in source.read_text(encoding="utf-8").splitlines() if raw.strip()
+    ]
+    target.write_text(json.dumps(corpus_to_otlp(lines), indent=1, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
