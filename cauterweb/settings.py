@@ -110,6 +110,8 @@ INSTALLED_APPS = [
     "ninja",
     "lifecycle",
     "replay",
+    # For its management commands (`mcp`); it has no models.
+    "cauterweb",
 ]
 
 MIDDLEWARE = [
