@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from lifecycle.corpus import import_corpus
 from lifecycle.models import JournalEvent, Trajectory, TrajectoryAtom
 from lifecycle.tokens import token_create
 from lifecycle.traces import detect
@@ -337,3 +338,34 @@ def test_posting_traces_needs_a_token(client):
     response = post(client, fixture_bytes("genai_agent.otlp.json"), "application/json")
     assert response.status_code == 401
     assert not Trajectory.objects.exists()
+
+
+def test_the_learned_error_templates_are_listed_with_their_atoms():
+    lines = [
+        {
+            "id": f"F-{n}",
+            "kind": "failure",
+            "task": "rotate the keys",
+            "steps": [
+                {
+                    "tool": "vault",
+                    "input": "vault write -f x",
+                    "error": f"lease {n}9f3a quorum lost on node-{n}",
+                }
+            ],
+            "outcome": {"status": "failed"},
+            "metrics": {},
+        }
+        for n in (1, 2)
+    ]
+    import_corpus([json.dumps(line) for line in lines])
+    atoms = {
+        a for t in Trajectory.objects.all() for a in t.signature if a.startswith("error:tmpl_")
+    }
+    assert len(atoms) == 1  # two wordings, one template
+    out = StringIO()
+    call_command("error_templates", "--corpus", "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    assert document["seeded"]
+    (learned,) = document["corpus"]
+    assert learned["texts"] == 2 and learned["atoms"] == sorted(atoms)

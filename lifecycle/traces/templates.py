@@ -32,7 +32,9 @@ MASKS = (
     (r"(?:[\w.-]*/)+[\w.-]+", "PATH"),
     (r"\b[\w-]+(?:\.[\w-]+){2,}\b", "DOTTED"),
     (r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", "HEX"),
-    (r"[-+]?\b\d+(?:\.\d+)?(?:ms|s|m|h|kb|mb|gb|b|%)?\b", "NUM"),
+    # Names with digits in them (job-4242, node7, 19f3a) are instances, not the failure.
+    (r"\b(?=[A-Za-z_-]*\d)(?=[\d_-]*[A-Za-z])[A-Za-z0-9_-]{4,}\b", "ID"),
+    (r"\b\d+(?:\.\d+)?(?:ms|s|m|h|kb|mb|gb|b|%)?\b", "NUM"),
 )
 _INFORMATIVE = re.compile(
     r"error|fatal|exception|failed|failure|cannot|can't|unable|denied|invalid|missing|not\b|refus",
