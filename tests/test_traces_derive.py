@@ -344,7 +344,7 @@ def test_a_clean_run_gets_no_error_atom_whatever_its_output_says(command, output
         ),
         (
             {"tool": "http_request", "arguments": {"method": "post", "url": "https://x/y"}},
-            ["tool:http_request", "action:http.request"],
+            ["tool:http_request", "tool:http", "action:http.request"],
         ),
         (
             {"tool": "bash", "input": "curl -X POST https://x/y"},

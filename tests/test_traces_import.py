@@ -99,7 +99,12 @@ def test_a_langfuse_export_joins_the_traces_of_a_session():
     assert session.task == "Fetch the last 30 days of EUR rates and store them"
     assert len(session.steps) == 3  # two in the first trace, one in the second
     assert session.metrics == {"task_completion": 0.1, "user_feedback": 0.0}
-    assert session.signature == ["tool:http_get", "action:http.request", "error:http_429"]
+    assert session.signature == [
+        "tool:http_get",
+        "tool:http",
+        "action:http.request",
+        "error:http_429",
+    ]
     docs = stored("langfuse-0e2d6b5a-6f1c-4a4e-8f6b-2c1d9e8a7b22")
     assert (docs.kind, [s["tool"] for s in docs.steps]) == ("success", ["read_file", "write_file"])
 
@@ -369,3 +374,30 @@ def test_the_learned_error_templates_are_listed_with_their_atoms():
     assert document["seeded"]
     (learned,) = document["corpus"]
     assert learned["texts"] == 2 and learned["atoms"] == sorted(atoms)
+
+
+@pytest.mark.parametrize(
+    ("name", "trajectory_id", "task", "signature"),
+    [
+        (
+            # Strands Agents: the tool's input and output are span events.
+            "strands_agent.otlp.json",
+            "otel-4bf92f3577b34da6a3ce929d0e0e4736",
+            "Bring up the local Postgres for the integration tests",
+            ["tool:shell", "tool:docker", "action:docker.run", "error:address_in_use"],
+        ),
+        (
+            # OpenLLMetry: traceloop.* attributes, the session in its association properties.
+            "openllmetry.otlp.json",
+            "otel-rel-2.4.1",
+            "Publish release 2.4.1 to origin",
+            ["tool:run_git", "tool:git", "action:git.push", "error:non_fast_forward", "exit:1"],
+        ),
+    ],
+)
+def test_framework_exports_beside_the_conventions_are_read_too(
+    name, trajectory_id, task, signature
+):
+    assert run(str(FIXTURES / name))["created"] == 1
+    got = stored(trajectory_id)
+    assert (got.kind, got.task, got.signature) == ("failure", task, signature)

@@ -77,8 +77,11 @@ def _arguments(step: dict) -> object:
 def command_text(step: dict) -> str:
     """The command or request a step ran, as text."""
     args = _arguments(step)
-    if isinstance(args, dict) and isinstance(args.get("kwargs"), dict):
-        args = {**args, **args["kwargs"]}  # smolagents records a call as {args, kwargs}
+    if isinstance(args, dict):
+        # Frameworks wrap the call: smolagents as {args, kwargs}, OpenLLMetry as {inputs, …}.
+        for wrapper in ("kwargs", "inputs"):
+            if isinstance(args.get(wrapper), dict):
+                args = {**args, **args[wrapper]}
     if isinstance(args, dict):
         for key in _COMMAND_KEYS:
             value = args.get(key)
@@ -200,7 +203,8 @@ def _tool_and_actions(step: dict, where: str) -> list[Because]:
         # as a command, not as prose handed to it.
         found = [f for f in found if commands.reads_as_command(text, f[0])]
     for action, family, words in found:
-        if family and shell:
+        if family and family != commands.slug(tool):
+            # `run_git` or `bash` running `git push`: the program's family is a tool too.
             out.append(Because(f"tool:{family}", "tool.program", f"{where}.input", words))
         if not family and not shell and "." not in action and action != commands.slug(tool):
             # A tool's own verb ("post" to the slack tool) is that tool's operation.

@@ -189,6 +189,7 @@ def message_text(value: object) -> str:
             "text",
             "parts",
             "input",
+            "inputs",
             "query",
             "question",
             "task",

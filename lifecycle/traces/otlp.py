@@ -25,7 +25,34 @@ from . import model
 from .model import RecordError, TraceRejected
 from .spans import Span, check_ids, exception_text, sessions, span_failed
 
-SESSION_KEYS = ("gen_ai.conversation.id", "session.id")
+SESSION_KEYS = (
+    "gen_ai.conversation.id",
+    "session.id",
+    "traceloop.association.properties.session_id",
+)
+# The conventions' names first; then the older and framework names seen in real exports
+# (OpenLLMetry's traceloop.*, Pydantic AI's tool_arguments / tool_response).
+TASK_KEYS = (
+    "gen_ai.input.messages",
+    "gen_ai.prompt",
+    "gen_ai.prompt.0.content",
+    "input.value",
+    "traceloop.entity.input",
+    "gen_ai.agent.input",
+)
+TOOL_NAME_KEYS = ("gen_ai.tool.name", "traceloop.entity.name")
+TOOL_ARGUMENT_KEYS = (
+    "gen_ai.tool.call.arguments",
+    "tool_arguments",
+    "input.value",
+    "traceloop.entity.input",
+)
+TOOL_RESULT_KEYS = (
+    "gen_ai.tool.call.result",
+    "tool_response",
+    "output.value",
+    "traceloop.entity.output",
+)
 EXTENSION_PREFIX = "cauterweb."
 _HEX_ID = re.compile(r"^(?:[0-9a-fA-F]{16}|[0-9a-fA-F]{32})$")
 _STATUS = {
@@ -199,6 +226,9 @@ def _operation(span: Span) -> str:
 
 
 def is_tool(span: Span) -> bool:
+    # OpenLLMetry (traceloop) marks tool spans its own way; accepted beside the conventions.
+    if span.attributes.get("traceloop.span.kind") == "tool":
+        return True
     return (
         _operation(span) == "execute_tool"
         or "gen_ai.tool.name" in span.attributes
@@ -211,7 +241,7 @@ def is_agent(span: Span) -> bool:
 
 
 def is_genai(span: Span) -> bool:
-    return any(k.startswith("gen_ai.") for k in span.attributes)
+    return any(k.startswith(("gen_ai.", "traceloop.span.kind")) for k in span.attributes)
 
 
 def _root(trace: list[Span]) -> Span:
@@ -233,7 +263,7 @@ def _root(trace: list[Span]) -> Span:
 
 
 def _task(root: Span, trace: list[Span]) -> str:
-    for key in ("gen_ai.input.messages", "gen_ai.prompt", "input.value", "gen_ai.agent.input"):
+    for key in TASK_KEYS:
         text = model.message_text(root.attributes.get(key))
         if text.strip():
             return text
@@ -251,15 +281,36 @@ def _task(root: Span, trace: list[Span]) -> str:
     return root.attr("gen_ai.agent.description", "gen_ai.agent.name", default="") or root.name
 
 
+def _event_value(span: Span, names: tuple[str, ...], keys: tuple[str, ...]) -> object:
+    """Tool input and output recorded as span events, as some instrumentations (e.g. Strands
+    Agents' `gen_ai.tool.message` and `gen_ai.choice`) do instead of attributes."""
+    for event in span.events:
+        if event["name"] in names:
+            for key in keys:
+                if event["attributes"].get(key) not in (None, ""):
+                    return event["attributes"][key]
+    return None
+
+
 def step_from_span(
     span: Span, *, tool_keys: tuple, argument_keys: tuple, result_keys: tuple, id_key: str
 ) -> dict:
     failed = span_failed(span)
     tool = span.attr(*tool_keys) or re.sub(r"^execute_tool\s+", "", span.name)
+    arguments = span.attr(*argument_keys)
+    if arguments is None:
+        arguments = _event_value(
+            span, ("gen_ai.tool.message", "gen_ai.tool.input"), ("content", "arguments")
+        )
+    output = span.attr(*result_keys)
+    if output is None:
+        output = _event_value(
+            span, ("gen_ai.choice", "gen_ai.tool.output"), ("message", "content", "result")
+        )
     return model.step(
         tool=str(tool),
-        arguments=span.attr(*argument_keys),
-        output=span.attr(*result_keys),
+        arguments=arguments,
+        output=output,
         error=exception_text(span) if failed else "",
         failed=failed,
         span_id=span.span_id,
@@ -306,9 +357,9 @@ def session_trajectory(key: str, traces: list[list[Span]]) -> dict | None:
     steps = [
         step_from_span(
             s,
-            tool_keys=("gen_ai.tool.name",),
-            argument_keys=("gen_ai.tool.call.arguments", "input.value"),
-            result_keys=("gen_ai.tool.call.result", "output.value"),
+            tool_keys=TOOL_NAME_KEYS,
+            argument_keys=TOOL_ARGUMENT_KEYS,
+            result_keys=TOOL_RESULT_KEYS,
             id_key="gen_ai.tool.call.id",
         )
         for s in tools
