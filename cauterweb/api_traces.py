@@ -8,6 +8,10 @@ The path an OpenTelemetry OTLP/HTTP exporter can point at: set
 fully successful) `ExportTraceServiceResponse` unless it asks for JSON (`Accept:
 application/json`); the counts are also in `X-CauterWeb-Created/-Unchanged/-Updated` headers.
 
+An exporter sends a session's spans in batches as they end; the spans of a session already
+stored are merged with the new ones (`merge`, on by default: pass `merge=false` to get the
+corpus import's strict conflict instead).
+
 Other formats (`openinference`, `langfuse`, `inspect`) are JSON bodies (or an Inspect `.eval`
 zip) with `?format=`. Agent token auth like every write; bad input is a 4xx JSON error naming
 each bad record, and nothing is written.
@@ -57,7 +61,9 @@ def _export_response(result) -> HttpResponse:
     response={200: ImportOut, **ERRORS},
     summary="Import agent traces (OTLP/HTTP JSON or protobuf, OpenInference, Langfuse, Inspect)",
     description="One trajectory per agent session, signatures derived (semantics §19); atomic "
-    "and idempotent like the corpus import. `format` is detected when not given.",
+    "and idempotent like the corpus import. `format` is detected when not given. With `merge` "
+    "(the default) the spans of a session already stored are merged with the new ones, as an "
+    "OTLP exporter sends a session in batches.",
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -68,7 +74,7 @@ def _export_response(result) -> HttpResponse:
         }
     },
 )
-def post_traces(request, format: str | None = None, replace: bool = False):
+def post_traces(request, format: str | None = None, replace: bool = False, merge: bool = True):
     content_type = request.content_type or ""
     if not request.body:
         raise BadTraceRequest(400, "the body is empty")
@@ -77,7 +83,9 @@ def post_traces(request, format: str | None = None, replace: bool = False):
     if format is not None and format not in FORMATS:
         raise BadTraceRequest(422, f"format must be one of {', '.join(FORMATS)}")
     with transaction.atomic():
-        result = import_traces(request.body, fmt=format, content_type=content_type, replace=replace)
+        result = import_traces(
+            request.body, fmt=format, content_type=content_type, replace=replace, merge=merge
+        )
         if result.created or result.updated:
             journal_write(
                 type="corpus_imported",

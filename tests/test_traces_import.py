@@ -401,3 +401,44 @@ def test_framework_exports_beside_the_conventions_are_read_too(
     assert run(str(FIXTURES / name))["created"] == 1
     got = stored(trajectory_id)
     assert (got.kind, got.task, got.signature) == ("failure", task, signature)
+
+
+def test_an_exporter_sending_a_session_in_batches_builds_one_trajectory(client, agent_key):
+    # The BatchSpanProcessor exports tool spans as they end, before the agent span that holds
+    # them: the first batch is a fragment of the trace, the second completes the session.
+    whole = fixture_json("genai_agent.otlp.json")
+    spans = whole["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    tools = [s for s in spans if s["name"].startswith("execute_tool")]
+    rest = [s for s in spans if not s["name"].startswith("execute_tool")]
+
+    def batch(members):
+        return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": members}]}]})
+
+    assert post(client, batch(tools), "application/json", agent_key).json()["created"] == 1
+    second = post(client, batch(rest), "application/json", agent_key)
+    assert second.status_code == 200, second.content
+    (session,) = Trajectory.objects.all()
+    assert session.id == "otel-conv_5j66UpCpwteGg4YSxUnt7lPY"
+    assert [s["input"] for s in session.steps] == [
+        "git status --short",
+        'git commit -am "Fix currency rounding"',
+        "git push origin main",
+    ]
+    assert (session.kind, session.task) == (
+        "failure",
+        "Commit the currency rounding fix and publish it to main",
+    )
+    assert {"action:git.push", "error:non_fast_forward"} <= set(session.signature)
+    again = post(client, batch(rest), "application/json", agent_key).json()
+    assert (again["created"], again["unchanged"], again["updated"]) == (0, 1, 0)
+
+
+def test_without_merge_a_changed_session_is_a_conflict(client, agent_key):
+    post(client, fixture_bytes("genai_agent.otlp.json"), "application/json", agent_key)
+    data = fixture_json("genai_agent.otlp.json")
+    data["resourceSpans"][1]["scopeSpans"][0]["spans"][1]["attributes"][3]["value"] = {
+        "stringValue": "x"
+    }
+    response = post(client, json.dumps(data), "application/json", agent_key, query="?merge=false")
+    assert response.status_code == 422
+    assert "--replace" in response.json()["errors"][0]["msg"]
