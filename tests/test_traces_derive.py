@@ -32,6 +32,7 @@ WORDINGS = {
         "error: failed to push some refs to 'https://github.com/acme/app'\n"
         "hint: Updates were rejected because a pushed branch tip is behind its remote",
         "abort: push creates new remote head 4e1c2a7!",
+        "Push rejected: main is not a fast-forward of origin/main",
     ],
     "http_429": [
         "HTTP/1.1 429 Too Many Requests\nRetry-After: 30",
@@ -46,6 +47,9 @@ WORDINGS = {
         "Request failed with status code 429",
         "google.api_core.exceptions.ResourceExhausted: 429 RESOURCE_EXHAUSTED",
         '{"error": "rate_limited", "retry_after": 12}',
+        "You are being rate limited. Slow down.",
+        "fatal: unable to access 'https://x/': The requested URL returned error: 429",
+        "requests.exceptions.HTTPError: 429",
     ],
     "file_not_found": [
         "FileNotFoundError: [Errno 2] No such file or directory: 'src/payments/refund.py'",
@@ -185,6 +189,15 @@ def test_every_mode_is_tried_with_at_least_five_wordings():
         ("401 Client Error: Unauthorized for url: https://x/y", "error:http_401"),
         ("AxiosError: Request failed with status code 500", "error:http_500"),
         ("the server answered: response code 403", "error:http_403"),
+        (
+            "fatal: unable to access 'https://github.com/a/b/': The requested URL returned error: 403",
+            "error:http_403",
+        ),
+        (
+            "fatal: Need to specify how to reconcile divergent branches.",
+            "error:cannot_fast_forward",
+        ),
+        ("Error: Error acquiring the state lock", "error:lock_timeout"),
         ("Process exited with code 2", "exit:2"),
         ("Command failed with exit code 128: git fetch", "exit:128"),
         (

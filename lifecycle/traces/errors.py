@@ -30,7 +30,11 @@ def _rule(name: str, error_class: str, pattern: str, flags: int = _I) -> ErrorRu
 # Order is irrelevant to the result (every rule runs), but it is the order explanations list.
 RULES: tuple[ErrorRule, ...] = (
     # git: a push the remote refuses because it would lose remote commits.
-    _rule("git.non_fast_forward", "non_fast_forward", r"\bnon-fast-forward\b"),
+    _rule(
+        "git.non_fast_forward",
+        "non_fast_forward",
+        r"\bnon[- ]fast[- ]forward\b|\bnot a fast[- ]forward\b",
+    ),
     _rule("git.rejected_fetch_first", "non_fast_forward", r"!\s*\[rejected\][^\n]*\(fetch first\)"),
     _rule(
         "git.tip_behind",
@@ -57,7 +61,8 @@ RULES: tuple[ErrorRule, ...] = (
     _rule(
         "git.cannot_fast_forward",
         "cannot_fast_forward",
-        r"not possible to fast-forward|diverging branches can't be fast-forwarded",
+        r"not possible to fast-forward|diverging branches can't be fast-forwarded"
+        r"|need to specify how to reconcile divergent branches|you have divergent branches",
     ),
     # merges, rebases, stash pops
     _rule("git.merge_conflict", "merge_conflict", r"\bCONFLICT \([\w/ -]+\):|merge conflict in\b"),
@@ -86,7 +91,8 @@ RULES: tuple[ErrorRule, ...] = (
     _rule(
         "http.rate_limited_token",
         "http_429",
-        r"\brate_limit(?:ed|_exceeded)\b|\bRateLimitError\b|\bThrottlingException\b|\bRate exceeded\b",
+        r"\brate_limit(?:ed|_exceeded)\b|\bRateLimitError\b|\bThrottlingException\b|\bRate exceeded\b"
+        r"|\brate[ -]limited\b|\b(?:request|call)s? (?:was|were|is|are|being) throttled\b",
     ),
     _rule(
         "http.quota_exceeded", "http_429", r"\bRESOURCE_EXHAUSTED\b|(?<!disk )\bquota exceeded\b"
@@ -199,7 +205,8 @@ RULES: tuple[ErrorRule, ...] = (
     _rule(
         "db.lock_timeout",
         "lock_timeout",
-        r"lock wait timeout exceeded|could not obtain lock|canceling statement due to lock timeout|database is locked",
+        r"lock wait timeout exceeded|could not obtain lock|canceling statement due to lock timeout"
+        r"|database is locked|error acquiring the state lock",
     ),
 )
 
@@ -258,7 +265,8 @@ HTTP_STATUS = (
     _rule(
         "http.status_code",
         "http",
-        r"(?<!exit )\b(?:status(?:[ _-]?code)?|response code|http error|http status|http)\s*[:=]?\s*([45]\d\d)\b",
+        r"(?<!exit )\b(?:status(?:[ _-]?code)?|response code|error code|returned error|http ?error|http status|http)"
+        r"\s*[:=]?\s*([45]\d\d)\b",
     ),
     _rule("http.client_server_error", "http", r"\b([45]\d\d) (?:Client|Server) Error\b"),
     _rule("http.code_with_phrase", "http", rf"\b([45]\d\d)[ :-]+(?:{_PHRASES})\b"),
