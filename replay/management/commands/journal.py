@@ -3,9 +3,7 @@ from lifecycle.models import JournalEvent
 
 
 class Command(JsonCommand):
-    help = (
-        "Journal events, oldest first, optionally for one rule, type or round (semantics §10, §15)."
-    )
+    help = "Journal events, oldest first, optionally for one rule, type or round (semantics §10, §15)."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
