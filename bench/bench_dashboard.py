@@ -99,7 +99,7 @@ def case_evidence(i: int, rule_id: str) -> str:
 def seed(*, rules: int, events: int) -> None:
     from django.db import connection
 
-    from lifecycle.corpus import import_corpus
+    from lifecycle.services.corpus import import_corpus
     from replay.kick import kicks_deferred
 
     corpus = Path(__file__).resolve().parent.parent / "lifecycle/fixtures/demo/corpus.jsonl"

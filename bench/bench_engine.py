@@ -29,10 +29,11 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from lifecycle.corpus import import_corpus, read_jsonl  # noqa: E402
-from lifecycle.intake import ingest_reports  # noqa: E402
 from lifecycle.models import JournalEvent, Report, Rule, RuleRead, TrialEnrolment  # noqa: E402
+from lifecycle.services.corpus import import_corpus  # noqa: E402
+from lifecycle.validation import read_jsonl  # noqa: E402
 from replay import receivers  # noqa: E402
+from replay.intake import reports_ingest  # noqa: E402
 from replay.services import round_run  # noqa: E402
 
 N = 1000
@@ -194,7 +195,7 @@ def bench_one_report(repeat: int = 15) -> list[Meter]:
             }
         )
         with Meter() as meter:
-            ingest_reports(read_jsonl([line]))
+            reports_ingest(read_jsonl([line]))
         times.append(meter)
         assert TrialEnrolment.objects.filter(rule__id__startswith=f"RP{k:02d}-").count() == N
     Rule.objects.filter(id__startswith="RP").update(state="retired")

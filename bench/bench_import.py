@@ -65,8 +65,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from lifecycle.corpus import import_corpus
     from lifecycle.models import Trajectory
+    from lifecycle.services.corpus import import_corpus
 
     call_command("migrate", verbosity=0)
     Trajectory.objects.filter(id__startswith="BENCH-").delete()

@@ -5,8 +5,9 @@ every state change goes through a service that journals it (semantics §3, §10)
 from django import forms
 from django.contrib import admin, messages
 
+from lifecycle.services.tokens import InvalidToken, clean_name, token_create, token_revoke
+
 from .models import ApiToken, JournalEvent, Report, Rule, TokenRole, Trajectory
-from .tokens import InvalidToken, clean_name, token_create, token_revoke
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

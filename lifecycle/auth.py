@@ -7,9 +7,10 @@ from datetime import timedelta
 from django.utils import timezone
 from ninja.security import HttpBearer, django_auth
 
+from lifecycle.services.tokens import hash_key
+
 from .models import ApiToken, TokenRole
 from .states import Actor
-from .tokens import hash_key
 
 # Writing last_used_at on every request would turn each read into a write; a minute is plenty
 # to tell a live token from a dead one.

@@ -26,10 +26,12 @@ import requests
 from django.conf import settings
 from django.db import transaction
 
+from lifecycle import signals
+from lifecycle.services.rules import rule_record_candidate
+
 from . import atoms as atom_lib
 from .metrics import load_registry
 from .models import Trajectory, TrajectoryKind
-from .services import rule_record_candidate
 from .states import Actor
 
 # How a directive names the step the successes took. Unknown actions fall back to the command.
@@ -377,7 +379,8 @@ def extract_candidates(*, llm: bool = False, case_ids: list[str] | None = None) 
         if llm:
             proposals.append(llm_proposal(failure))
     run = ExtractionRun(proposals, skipped)
-    with transaction.atomic():
+    # One round for the whole run, not one per candidate (semantics §9.1).
+    with signals.one_announcement(), transaction.atomic():
         for p in proposals:
             rule, created = rule_record_candidate(
                 actor=Actor.extractor(p.extractor),

@@ -10,9 +10,5 @@ class ReplayConfig(AppConfig):
 
         from . import receivers
 
-        # Enrolment commits or rolls back with the reports (semantics §8); kicks come after commit.
-        signals.reports_stored.connect(receivers.enrol_reports, dispatch_uid="replay.enrol")
-        signals.reports_received.connect(receivers.kick_on_reports, dispatch_uid="replay.kick_r")
-        signals.candidate_recorded.connect(
-            receivers.kick_on_candidate, dispatch_uid="replay.kick_c"
-        )
+        # After commit only: a round must see what asked for it.
+        signals.work_arrived.connect(receivers.kick_on_work, dispatch_uid="replay.kick")

@@ -34,11 +34,12 @@ def kick_round(*, reason: str) -> dict:
 
 
 def _journal_kick_failure(reason: str, exc: Exception) -> None:
-    from lifecycle.services import journal_write
+    from lifecycle import journal
+    from lifecycle.journal import EventType
 
     try:
-        journal_write(
-            type="validation_kick_failed",
+        journal.write(
+            type=EventType.VALIDATION_KICK_FAILED,
             actor="engine",
             evidence={"kicked_by": reason, "error": f"{type(exc).__name__}: {exc}"},
         )

@@ -1,17 +1,7 @@
-"""What the engine does when the lifecycle stores reports or records a candidate."""
+"""What the engine does when the lifecycle announces work: kick a round (semantics §9.1)."""
 
 from .kick import kick_round
 
 
-def enrol_reports(sender, *, reports, now, **kwargs) -> None:
-    from .trials import trial_enrol
-
-    trial_enrol(reports=reports, now=now)
-
-
-def kick_on_reports(sender, *, report_ids, **kwargs) -> None:
-    kick_round(reason="report")
-
-
-def kick_on_candidate(sender, *, rule_id, **kwargs) -> None:
-    kick_round(reason="candidate")
+def kick_on_work(sender, *, reason: str, **kwargs) -> None:
+    kick_round(reason=reason)

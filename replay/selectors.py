@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Max, QuerySet
 from django.db.models.fields.json import KT
 
+from lifecycle.journal import EventType
 from lifecycle.models import JournalEvent
 
 from .models import RoundStatus, ValidationRound
@@ -35,8 +36,10 @@ class QueueRow:
 def queue_rows(queue: list[str], events: list[JournalEvent], *, start: int = 1) -> list[QueueRow]:
     """One row per queued candidate in the round's order (semantics §9.2), with the validator it got
     and its verdict (semantics §10); a candidate not reached yet has neither."""
-    started = {e.rule_id: e.evidence for e in events if e.type == "validation_candidate_started"}
-    verdicts = {e.rule_id: e.evidence for e in events if e.type == "validation_verdict"}
+    started = {
+        e.rule_id: e.evidence for e in events if e.type == EventType.VALIDATION_CANDIDATE_STARTED
+    }
+    verdicts = {e.rule_id: e.evidence for e in events if e.type == EventType.VALIDATION_VERDICT}
     rows = []
     for position, rule_id in enumerate(queue, start=start):
         begun = started.get(rule_id, {})
@@ -68,7 +71,7 @@ def round_detail(vround: ValidationRound, *, page: str | int | None = None) -> d
     events = list(
         JournalEvent.objects.filter(
             round_id=vround.id,
-            type__in=("validation_candidate_started", "validation_verdict"),
+            type__in=(EventType.VALIDATION_CANDIDATE_STARTED, EventType.VALIDATION_VERDICT),
             rule_id__in=list(queue_page.object_list),
         ).only("type", "rule_id", "evidence")
     )
@@ -92,7 +95,7 @@ def last_rounds(*, limit: int = 5) -> list[ValidationRound]:
 def replay_case_evidence(*, limit: int = CHART_CASE_LIMIT) -> list[dict]:
     """The evidence of the latest `validation_replay_case` events (semantics §10)."""
     return list(
-        JournalEvent.objects.filter(type="validation_replay_case")
+        JournalEvent.objects.filter(type=EventType.VALIDATION_REPLAY_CASE)
         .order_by("-at", "-id")
         .values_list("evidence", flat=True)[:limit]
     )
@@ -100,13 +103,13 @@ def replay_case_evidence(*, limit: int = CHART_CASE_LIMIT) -> list[dict]:
 
 def verdict_counts(*, rounds: int = CHART_ROUND_LIMIT) -> list[tuple[int, str, int]]:
     """(round id, outcome, count) of the `validation_verdict` events of the latest rounds."""
-    newest = JournalEvent.objects.filter(type="validation_verdict").aggregate(m=Max("round_id"))[
-        "m"
-    ]
+    newest = JournalEvent.objects.filter(type=EventType.VALIDATION_VERDICT).aggregate(
+        m=Max("round_id")
+    )["m"]
     if newest is None:
         return []
     return list(
-        JournalEvent.objects.filter(type="validation_verdict", round_id__gt=newest - rounds)
+        JournalEvent.objects.filter(type=EventType.VALIDATION_VERDICT, round_id__gt=newest - rounds)
         .values_list("round_id", KT("evidence__outcome"))
         .annotate(n=Count("id"))
         .order_by("round_id")

@@ -20,7 +20,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from lifecycle import journal
 from lifecycle.bulk import insert_many, update_from_values
+from lifecycle.journal import EventType
 from lifecycle.matching import NEWEST_FIRST, newest_matching_ids
 from lifecycle.metrics import Registry, load_registry
 from lifecycle.models import (
@@ -32,7 +34,7 @@ from lifecycle.models import (
     TrajectoryKind,
 )
 from lifecycle.scopes import _query_terms, narrows_to, rule_as_dict
-from lifecycle.services import Decision, journal_write, rules_decide
+from lifecycle.services.rules import Decision, rules_decide
 from lifecycle.states import Action, Actor
 
 from . import engine, lock
@@ -228,8 +230,8 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
     try:
         if not cfg.replay_wired:
             _announce_fallback(now)
-        journal_write(
-            type="validation_round_started",
+        journal.write(
+            type=EventType.VALIDATION_ROUND_STARTED,
             actor=ENGINE,
             round_id=vround.pk,
             at=now,
@@ -262,8 +264,8 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
         status = RoundStatus.FAILED
     summary["elapsed_s"] = round(time.monotonic() - begun, 4)
     finished = timezone.now()
-    journal_write(
-        type="validation_round_finished",
+    journal.write(
+        type=EventType.VALIDATION_ROUND_FINISHED,
         actor=ENGINE,
         round_id=vround.pk,
         at=finished,
@@ -282,14 +284,14 @@ def _round(*, holder: str, kicked_by: str, now: datetime) -> ValidationRound:
 def _announce_fallback(now: datetime) -> None:
     """Say once, ever, that the engine works without a replay backend (semantics §8). Under the
     round lock, so two workers cannot both announce it."""
-    if JournalEvent.objects.filter(type="validation_fallback_announced").exists():
+    if JournalEvent.objects.filter(type=EventType.VALIDATION_FALLBACK_ANNOUNCED).exists():
         return
     logger.warning(
         "no replay backend configured (CAUTERWEB_REPLAY_BACKEND): candidates are decided by "
         "forward trials only"
     )
-    journal_write(
-        type="validation_fallback_announced",
+    journal.write(
+        type=EventType.VALIDATION_FALLBACK_ANNOUNCED,
         actor=ENGINE,
         at=now,
         evidence={"validator": engine.FORWARD_TRIAL, "why": "no replay backend configured"},
@@ -388,13 +390,16 @@ def _write(state: _Round) -> None:
             keep.append(o.rule.id)
             o.result = o.verdict.outcome
             trial_figures = o.trial.evidence()
-            events.append(_journal("validation_candidate_started", o, round_id, o.at, o.started))
+            events.append(
+                _journal(EventType.VALIDATION_CANDIDATE_STARTED, o, round_id, o.at, o.started)
+            )
             events += [
-                _journal("validation_replay_case", o, round_id, now, case) for case in o.cases
+                _journal(EventType.VALIDATION_REPLAY_CASE, o, round_id, now, case)
+                for case in o.cases
             ]
             events.append(
                 _journal(
-                    "validation_verdict",
+                    EventType.VALIDATION_VERDICT,
                     o,
                     round_id,
                     now,
@@ -427,7 +432,7 @@ def _write(state: _Round) -> None:
                     )
                 )
         _bookkeeping(keep, outcomes, now)
-        insert_many(events)
+        journal.write_many(events)
         insert_many(
             [RuleRead(session_id=sid, rule_id=rid, at=now, via="replay") for sid, rid in reads]
         )
@@ -489,13 +494,13 @@ def _count(summary: dict, o: Outcome) -> None:
         summary["promoted" if o.result == "promote" else "retired"] += 1
 
 
-def _journal(type_: str, o: Outcome, round_id: int, now: datetime, evidence: dict):
-    return JournalEvent(
+def _journal(type_: EventType, o: Outcome, round_id: int, now: datetime, evidence: dict):
+    return journal.event(
         type=type_,
         at=now,
         rule_id=o.rule.id,
         round_id=round_id,
-        actor=ENGINE.name,
+        actor=ENGINE,
         evidence=evidence,
     )
 

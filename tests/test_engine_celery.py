@@ -19,12 +19,12 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from lifecycle.corpus import read_jsonl
-from lifecycle.intake import ingest_reports
 from lifecycle.models import JournalEvent, Rule
+from lifecycle.validation import read_jsonl
+from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
-from tests.factories import T0, jsonl, report
+from tests.builders import T0, jsonl, report
 from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -149,7 +149,7 @@ def test_a_report_kicks_a_round_on_a_worker_that_journals_the_verdict(monkeypatc
     wait_for(rounds_settled)
     before = ValidationRound.objects.count()
     reports = [report(f"live-{i}", T0 + timedelta(minutes=i)) for i in range(5)]
-    ingest_reports(read_jsonl(jsonl(*reports)))
+    reports_ingest(read_jsonl(jsonl(*reports)))
     wait_for(lambda: JournalEvent.objects.filter(rule_id="R-9", type="rule_promoted").exists())
     promoted = JournalEvent.objects.get(rule_id="R-9", type="rule_promoted")
     assert promoted.evidence["validator"] == "forward_trial"

@@ -10,17 +10,18 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lifecycle.corpus import import_corpus, read_jsonl
-from lifecycle.intake import ingest_reports
 from lifecycle.models import JournalEvent, Rule, RuleRead, TrialEnrolment
-from lifecycle.services import rule_retire_by_reviewer
+from lifecycle.services.corpus import import_corpus
+from lifecycle.services.rules import rule_retire_by_reviewer
 from lifecycle.states import Actor
+from lifecycle.validation import read_jsonl
 from replay import lock
+from replay.intake import reports_ingest
 from replay.kick import kick_round, kicks_deferred
 from replay.models import ValidationRound
 from replay.services import round_run, run_until_settled
 from replay.trials import trial_enrol
-from tests.factories import T0, candidate, jsonl, report, trajectory
+from tests.builders import T0, candidate, jsonl, report, trajectory
 
 BACKEND = "tests.test_engine_scenarios:scripted"
 SIGNATURE = ["tool:git", "action:git.push", "error:non_fast_forward"]
@@ -447,7 +448,7 @@ def test_attempts_go_1_2_3_and_then_replay_stops_being_tried():  # semantics §7
 def test_a_pending_replay_lets_a_decisive_trial_decide_in_the_same_round():  # semantics §7.10, §8
     corpus(failing("F-1", replayable=False))
     rule()
-    ingest_reports(read_jsonl(jsonl(*[report(f"s{i}", T0) for i in range(5)])))
+    reports_ingest(read_jsonl(jsonl(*[report(f"s{i}", T0) for i in range(5)])))
     round_run()
     r = state_of()
     assert (r.state, r.last_validator) == ("active", "forward_trial")
@@ -528,7 +529,7 @@ def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(
     rule()
 
     def report_arrives(case, context):
-        ingest_reports(read_jsonl(jsonl(report("live-1", T0, notices=["breach:task_completion"]))))
+        reports_ingest(read_jsonl(jsonl(report("live-1", T0, notices=["breach:task_completion"]))))
         return read_and_return()(case, context)
 
     SCRIPT["F-1"] = report_arrives
@@ -754,14 +755,14 @@ def test_a_never_attempted_candidate_is_distinguishable_from_no_verdict_yet(sett
 def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  # semantics §8
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     rule()
-    ingest_reports(
+    reports_ingest(
         read_jsonl(jsonl(*[report(f"s{i}", T0 + timedelta(minutes=i)) for i in range(7)]))
     )
     assert TrialEnrolment.objects.count() == 5
     later = report(
         "s0", T0 + timedelta(hours=1), notices=["breach:task_completion"], rules_read=["R-1"]
     )
-    ingest_reports(read_jsonl(jsonl(later)))
+    reports_ingest(read_jsonl(jsonl(later)))
     s0 = TrialEnrolment.objects.get(session_id="s0")
     assert (s0.breached, s0.read_candidate) == (True, True)
     assert TrialEnrolment.objects.filter(breached=True).count() == 1
@@ -774,7 +775,7 @@ def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # semantic
     rule("R-CO", metric="coherence", directive="d2")
     rule("R-ANY", metric="", directive="d3")
     rule("R-DONE", metric="task_completion", directive="d4")
-    ingest_reports(read_jsonl(jsonl(report("s1", T0), report("s2", T0))))
+    reports_ingest(read_jsonl(jsonl(report("s1", T0), report("s2", T0))))
     assert TrialEnrolment.objects.count() == 8
     Rule.objects.filter(pk="R-DONE").update(state="active")  # decided: its trial is over
     later = report(
@@ -783,7 +784,7 @@ def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # semantic
         notices=["breach:task_completion"],
         rules_read=["R-CO", "R-DONE"],
     )
-    ingest_reports(read_jsonl(jsonl(later)))
+    reports_ingest(read_jsonl(jsonl(later)))
     flags = {
         (e.rule_id, e.session_id): (e.breached, e.read_candidate)
         for e in TrialEnrolment.objects.all()
@@ -833,7 +834,7 @@ def test_enrolment_takes_a_fixed_number_of_queries_however_many_candidates(setti
 @pytest.mark.django_db
 def test_the_trial_retires_a_candidate_that_did_not_improve_on_its_baseline(settings):
     settings.CAUTERWEB_REPLAY_BACKEND = ""  # semantics §8
-    ingest_reports(
+    reports_ingest(
         read_jsonl(
             jsonl(
                 *[
@@ -849,7 +850,7 @@ def test_the_trial_retires_a_candidate_that_did_not_improve_on_its_baseline(sett
     )
     rule()
     assert state_of().baseline_rate == 0.5
-    ingest_reports(
+    reports_ingest(
         read_jsonl(
             jsonl(
                 *[
@@ -939,7 +940,7 @@ def test_journal_and_show_rule_commands(capsys):  # semantics §15
 
 @pytest.mark.django_db
 def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # semantics §3
-    from lifecycle.services import Decision, rules_decide
+    from lifecycle.services.rules import Decision, rules_decide
     from lifecycle.states import Action
 
     for rid in ("R-1", "R-2", "R-3"):
@@ -968,7 +969,7 @@ def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # s
 
 @pytest.mark.django_db
 def test_nobody_but_the_engine_may_decide(reviewer_actor):  # semantics §3
-    from lifecycle.services import Decision, rules_decide
+    from lifecycle.services.rules import Decision, rules_decide
     from lifecycle.states import Action, NotAllowed
 
     rule()

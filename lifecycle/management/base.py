@@ -6,7 +6,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from lifecycle.corpus import ImportRejected
+from lifecycle.validation import ImportRejected
 
 
 class JsonCommand(BaseCommand):

@@ -45,34 +45,31 @@ def _nanos(started_at: str, offset_ms: int) -> str:
     return str(int(start.timestamp()) * 1_000_000_000 + offset_ms * 1_000_000)
 
 
+EXTENSIONS = ("id", "corpus", "expected_rule", "replay_input", "replayable", "notices", "meta")
+
+
 def trajectory_spans(line: dict) -> list[dict]:
     """The spans of one trajectory: an `invoke_agent` root and one `execute_tool` per step."""
-    trace_id = _id(f"trace:{line['id']}", 32)
-    root_id = _id(f"root:{line['id']}", 16)
     steps = line.get("steps") or []
+    return [_root_span(line, len(steps))] + [_step_span(line, i, s) for i, s in enumerate(steps)]
+
+
+def _root_span(line: dict, n_steps: int) -> dict:
     started = line.get("started_at") or "1970-01-01T00:00:00Z"
-    failed = line["kind"] == "failure"
-    outcome = line.get("outcome") or {}
+    end = _nanos(started, STEP_MS * (n_steps + 1))
     extensions = {
         f"cauterweb.{key}": line[key]
-        for key in (
-            "id",
-            "corpus",
-            "expected_rule",
-            "replay_input",
-            "replayable",
-            "notices",
-            "meta",
-        )
+        for key in EXTENSIONS
         if line.get(key) not in (None, [], {}, "")
     }
-    root = {
-        "traceId": trace_id,
-        "spanId": root_id,
+    summary = (line.get("outcome") or {}).get("summary", "")
+    return {
+        "traceId": _id(f"trace:{line['id']}", 32),
+        "spanId": _id(f"root:{line['id']}", 16),
         "name": f"invoke_agent {AGENT}",
         "kind": 1,
         "startTimeUnixNano": _nanos(started, 0),
-        "endTimeUnixNano": _nanos(started, STEP_MS * (len(steps) + 1)),
+        "endTimeUnixNano": end,
         "attributes": _attributes(
             {
                 "gen_ai.operation.name": "invoke_agent",
@@ -86,7 +83,7 @@ def trajectory_spans(line: dict) -> list[dict]:
         ),
         "events": [
             {
-                "timeUnixNano": _nanos(started, STEP_MS * (len(steps) + 1)),
+                "timeUnixNano": end,
                 "name": "gen_ai.evaluation.result",
                 "attributes": _attributes(
                     {"gen_ai.evaluation.name": name, "gen_ai.evaluation.score.value": float(value)}
@@ -94,35 +91,34 @@ def trajectory_spans(line: dict) -> list[dict]:
             }
             for name, value in sorted((line.get("metrics") or {}).items())
         ],
-        "status": {"code": 2, "message": outcome.get("summary", "")} if failed else {"code": 1},
+        "status": {"code": 2, "message": summary} if line["kind"] == "failure" else {"code": 1},
     }
-    spans = [root]
-    for i, step in enumerate(steps):
-        error = step.get("error") or ""
-        spans.append(
+
+
+def _step_span(line: dict, i: int, step: dict) -> dict:
+    started = line.get("started_at") or "1970-01-01T00:00:00Z"
+    error = step.get("error") or ""
+    return {
+        "traceId": _id(f"trace:{line['id']}", 32),
+        "spanId": _id(f"step:{line['id']}:{i}", 16),
+        "parentSpanId": _id(f"root:{line['id']}", 16),
+        "name": f"execute_tool {step.get('tool', 'tool')}",
+        "kind": 1,
+        "startTimeUnixNano": _nanos(started, STEP_MS * (i + 1)),
+        "endTimeUnixNano": _nanos(started, STEP_MS * (i + 1) + STEP_MS // 2),
+        "attributes": _attributes(
             {
-                "traceId": trace_id,
-                "spanId": _id(f"step:{line['id']}:{i}", 16),
-                "parentSpanId": root_id,
-                "name": f"execute_tool {step.get('tool', 'tool')}",
-                "kind": 1,
-                "startTimeUnixNano": _nanos(started, STEP_MS * (i + 1)),
-                "endTimeUnixNano": _nanos(started, STEP_MS * (i + 1) + STEP_MS // 2),
-                "attributes": _attributes(
-                    {
-                        "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": step.get("tool", "tool"),
-                        "gen_ai.tool.type": "function",
-                        "gen_ai.tool.call.id": "call_" + _id(f"call:{line['id']}:{i}", 12),
-                        "gen_ai.tool.call.arguments": {"command": step.get("input", "")},
-                        "gen_ai.tool.call.result": step.get("output", ""),
-                        "error.type": "tool_error" if error else None,
-                    }
-                ),
-                "status": {"code": 2, "message": error} if error else {},
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": step.get("tool", "tool"),
+                "gen_ai.tool.type": "function",
+                "gen_ai.tool.call.id": "call_" + _id(f"call:{line['id']}:{i}", 12),
+                "gen_ai.tool.call.arguments": {"command": step.get("input", "")},
+                "gen_ai.tool.call.result": step.get("output", ""),
+                "error.type": "tool_error" if error else None,
             }
-        )
-    return spans
+        ),
+        "status": {"code": 2, "message": error} if error else {},
+    }
 
 
 def corpus_to_otlp(lines: list[dict], *, service: str = "cauterweb-demo") -> dict:

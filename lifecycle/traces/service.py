@@ -16,9 +16,11 @@ import json
 
 from django.db import transaction
 
-from ..corpus import ImportRejected, ImportResult, import_corpus
 from ..metrics import Registry, load_registry
 from ..models import Trajectory
+from ..services.corpus import import_corpus
+from ..states import Actor
+from ..validation import ImportRejected, ImportResult
 from . import openinference, otlp
 from .detect import parse
 from .model import RecordError, TraceRejected
@@ -47,9 +49,11 @@ def import_traces(
     content_type: str = "",
     replace: bool = False,
     merge: bool = False,
+    actor: Actor | None = None,
 ) -> ImportResult:
     """Parse a trace file or body and import its sessions as trajectories; TraceRejected
-    names every bad record (or conflicting session) and nothing is written then."""
+    names every bad record (or conflicting session) and nothing is written then. With an
+    `actor`, a change is journaled as the corpus import journals it."""
     trajectories = parse(body, fmt=fmt, content_type=content_type)
     registry = load_registry()
     with transaction.atomic():
@@ -60,7 +64,7 @@ def import_traces(
         trajectories = [registry_names(t, registry) for t in trajectories]
         lines = [json.dumps(t, ensure_ascii=False, default=str) for t in trajectories]
         try:
-            return import_corpus(lines, replace=replace)
+            return import_corpus(lines, replace=replace, actor=actor)
         except ImportRejected as exc:
             raise TraceRejected(
                 [

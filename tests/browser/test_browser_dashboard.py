@@ -11,9 +11,9 @@ import yaml
 from django.db import connections
 from playwright.sync_api import expect
 
-from lifecycle import packs
 from lifecycle.models import Rule
-from lifecycle.services import rule_record_candidate
+from lifecycle.services import packs
+from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
 from replay.models import RoundStatus, ValidationRound
 

@@ -1,8 +1,8 @@
 from django.core.management.base import CommandError
 
-from lifecycle.corpus import ImportRejected, read_jsonl
-from lifecycle.extraction_scoring import score_pairs, verdict_counts
 from lifecycle.management.base import JsonCommand, open_lines
+from lifecycle.selectors.extraction import score_pairs, verdict_counts
+from lifecycle.validation import ImportRejected, read_jsonl
 
 
 class Command(JsonCommand):

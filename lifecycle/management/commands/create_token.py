@@ -2,7 +2,7 @@ from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
 from lifecycle.models import TokenRole
-from lifecycle.tokens import InvalidToken, token_create
+from lifecycle.services.tokens import InvalidToken, token_create
 
 
 class Command(JsonCommand):

@@ -2,7 +2,7 @@ from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
 from lifecycle.models import RuleState
-from lifecycle.packs import (
+from lifecycle.services.packs import (
     AGENT_FILE_FORMATS,
     PACK_FORMATS,
     InvalidSelection,

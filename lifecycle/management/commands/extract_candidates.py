@@ -2,7 +2,6 @@ from django.core.management.base import CommandError
 
 from lifecycle.extractors import LlmAnswerError, LlmNotConfigured, extract_candidates
 from lifecycle.management.base import JsonCommand
-from replay.kick import kicks_deferred
 
 
 class Command(JsonCommand):
@@ -18,8 +17,7 @@ class Command(JsonCommand):
 
     def handle(self, *args, **options):
         try:
-            with kicks_deferred():  # one round for the whole run, not one per candidate
-                run = extract_candidates(llm=options["llm"], case_ids=options["case"])
+            run = extract_candidates(llm=options["llm"], case_ids=options["case"])
         except (LlmNotConfigured, LlmAnswerError) as exc:
             raise CommandError(f"{exc}; nothing recorded") from None
         human = [

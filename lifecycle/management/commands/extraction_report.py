@@ -1,5 +1,5 @@
-from lifecycle.extraction_scoring import extraction_rows, verdict_counts
 from lifecycle.management.base import JsonCommand
+from lifecycle.selectors.extraction import extraction_rows, verdict_counts
 
 NOTE = (
     "extraction accuracy (semantics §12) — a separate number from replay fidelity, never combined"

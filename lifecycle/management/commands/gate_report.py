@@ -1,9 +1,9 @@
 from django.core.management.base import CommandError
 
-from lifecycle.gate import MATCHERS, LexicalCorpus, gate_report
 from lifecycle.management.base import JsonCommand
 from lifecycle.metrics import load_registry
 from lifecycle.models import Rule
+from lifecycle.selectors.gate import MATCHERS, LexicalCorpus, gate_report
 
 
 def _ratio(value: float | None) -> str:

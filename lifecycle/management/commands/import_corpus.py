@@ -1,5 +1,6 @@
-from lifecycle.corpus import ImportRejected, import_corpus
 from lifecycle.management.base import JsonCommand, open_lines
+from lifecycle.services.corpus import import_corpus
+from lifecycle.validation import ImportRejected
 
 
 class Command(JsonCommand):

@@ -1,9 +1,8 @@
 from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
-from lifecycle.packs import PackRejected, import_pack, preview_pack
+from lifecycle.services.packs import PackRejected, import_pack, preview_pack
 from lifecycle.states import Actor
-from replay.kick import kicks_deferred
 
 
 class Command(JsonCommand):
@@ -38,9 +37,7 @@ class Command(JsonCommand):
             self.emit(preview.as_dict(), "\n".join(plan) or "(no rules)")
             return
         try:
-            # One round after the import, not one per imported candidate (semantics §9.1).
-            with kicks_deferred():
-                result = import_pack(text, actor=Actor.reviewer(options["reviewer"]))
+            result = import_pack(text, actor=Actor.reviewer(options["reviewer"]))
         except PackRejected as exc:
             self._refuse(exc.errors)
         self.emit(

@@ -1,8 +1,7 @@
-from lifecycle.corpus import ImportRejected, read_jsonl
-from lifecycle.intake import record_candidates
 from lifecycle.management.base import JsonCommand, open_lines
+from lifecycle.services.candidates import candidates_record
 from lifecycle.states import Actor
-from replay.kick import kicks_deferred
+from lifecycle.validation import ImportRejected, read_jsonl
 
 
 class Command(JsonCommand):
@@ -18,10 +17,9 @@ class Command(JsonCommand):
         )
 
     def handle(self, *args, **options):
-        # One round for the whole file, not one per candidate (semantics §9.1).
-        with open_lines(options["file"]) as lines, kicks_deferred():
+        with open_lines(options["file"]) as lines:
             try:
-                result, _ = record_candidates(
+                result, _ = candidates_record(
                     read_jsonl(lines), actor=Actor.extractor(options["author"])
                 )
             except ImportRejected as exc:

@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
-from lifecycle.tokens import TokenNotFound, token_revoke
+from lifecycle.services.tokens import TokenNotFound, token_revoke
 
 
 class Command(JsonCommand):

@@ -1,0 +1,97 @@
+"""The one writer of the append-only journal (semantics §10).
+
+Every event is written here, by the function that makes the change it records and inside the
+same transaction, so a change and its event commit or roll back together. `write` appends one
+event; `write_many` appends a batch (COPY on PostgreSQL, see `lifecycle.bulk`), for rounds and
+report batches that write hundreds of events at once. Event types are `EventType` members,
+never string literals.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import models
+from django.utils import timezone
+
+from .bulk import insert_many
+from .models import JournalEvent
+from .states import Actor
+
+
+class EventType(models.TextChoices):
+    RULE_ADDED = "rule_added"
+    RULE_PROMOTED = "rule_promoted"
+    RULE_RETIRED = "rule_retired"
+    RULE_RETIRED_BY_REVIEWER = "rule_retired_by_reviewer"
+    RULE_DUPLICATE_SUSPECTED = "rule_duplicate_suspected"
+    VALIDATION_ROUND_STARTED = "validation_round_started"
+    VALIDATION_CANDIDATE_STARTED = "validation_candidate_started"
+    VALIDATION_REPLAY_CASE = "validation_replay_case"
+    VALIDATION_VERDICT = "validation_verdict"
+    VALIDATION_ROUND_FINISHED = "validation_round_finished"
+    VALIDATION_FALLBACK_ANNOUNCED = "validation_fallback_announced"
+    VALIDATION_KICK_FAILED = "validation_kick_failed"
+    ROUND_KICKED = "round_kicked"
+    REPORT_RECEIVED = "report_received"
+    CORPUS_IMPORTED = "corpus_imported"
+    PACK_IMPORTED = "pack_imported"
+    TOKEN_CREATED = "token_created"
+    TOKEN_REVOKED = "token_revoked"
+
+
+# A rule's state changes, in the order a reader meets them on its page.
+TRANSITION_TYPES = (
+    EventType.RULE_ADDED,
+    EventType.RULE_PROMOTED,
+    EventType.RULE_RETIRED,
+    EventType.RULE_RETIRED_BY_REVIEWER,
+)
+# The events that decided a rule: an engine verdict or a reviewer's retirement.
+DECISION_TYPES = (
+    EventType.RULE_PROMOTED,
+    EventType.RULE_RETIRED,
+    EventType.RULE_RETIRED_BY_REVIEWER,
+)
+
+
+def event(
+    *,
+    type: EventType,
+    actor: Actor | str,
+    rule_id: str | None = None,
+    round_id: int | None = None,
+    evidence: dict | None = None,
+    at: datetime | None = None,
+) -> JournalEvent:
+    """An unsaved event, for `write_many`."""
+    return JournalEvent(
+        type=EventType(type).value,
+        at=at or timezone.now(),
+        rule_id=rule_id,
+        round_id=round_id,
+        actor=actor.name if isinstance(actor, Actor) else actor,
+        evidence=evidence or {},
+    )
+
+
+def write(
+    *,
+    type: EventType,
+    actor: Actor | str,
+    rule_id: str | None = None,
+    round_id: int | None = None,
+    evidence: dict | None = None,
+    at: datetime | None = None,
+) -> JournalEvent:
+    """Append one event. Call it inside the transaction of the change it records."""
+    row = event(
+        type=type, actor=actor, rule_id=rule_id, round_id=round_id, evidence=evidence, at=at
+    )
+    row.save(force_insert=True)
+    return row
+
+
+def write_many(events: Sequence[JournalEvent]) -> None:
+    """Append a batch of events built by `event`, in as few statements as the database allows.
+    Their ids are not read back."""
+    insert_many(list(events))

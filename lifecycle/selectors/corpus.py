@@ -1,0 +1,195 @@
+"""Reads for the corpus and scope pages. A fixed number of queries whatever the
+corpus size: filters are indexed lookups, the list is paginated in the database, and the rules
+matching a trajectory are decided by the one semantics §11 match function over one read of the rules.
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+
+from lifecycle.validation import FilterError
+
+from .. import atoms as atom_lib
+from ..matching import rule_matches
+from ..metrics import Registry, load_registry
+from ..models import Rule, RuleState, Trajectory, TrajectoryAtom, TrajectoryKind
+
+# The corpus filter vocabulary. Every key is optional; an empty value means "any".
+#   kind               failure | success | near_miss
+#   corpus             a corpus label, exact (e.g. "failures/positive")
+#   atom               one or more atoms (space-separated), all in the trajectory's signature or
+#                      notices, e.g. "action:git.push error:non_fast_forward"
+#   has_expected_rule  yes | no
+#   q                  words searched in the id and the task (case-insensitive)
+CORPUS_FILTER_KEYS = ("kind", "corpus", "atom", "has_expected_rule", "q")
+_YES, _NO = {"yes", "true", "1"}, {"no", "false", "0"}
+MAX_QUERY_LENGTH = 200
+MAX_ATOMS = 10
+MATCHING_SHOWN = 50
+
+
+def clean_corpus_filters(params) -> dict:
+    """The filters a caller gave, stripped and checked (unknown keys such as `page` are ignored).
+    `atoms` holds the parsed atoms. Raises FilterError naming the first bad value."""
+    cleaned = {key: (params.get(key) or "").strip() for key in CORPUS_FILTER_KEYS}
+    if cleaned["kind"] and cleaned["kind"] not in TrajectoryKind.values:
+        raise FilterError(
+            f"kind must be one of {', '.join(TrajectoryKind.values)} (got {cleaned['kind']!r})",
+            field="kind",
+        )
+    if cleaned["has_expected_rule"] and cleaned["has_expected_rule"] not in _YES | _NO:
+        raise FilterError(
+            f"has_expected_rule must be yes or no (got {cleaned['has_expected_rule']!r})",
+            field="has_expected_rule",
+        )
+    if len(cleaned["q"]) > MAX_QUERY_LENGTH:
+        raise FilterError(f"q is longer than {MAX_QUERY_LENGTH} characters", field="q")
+    raw_atoms = cleaned["atom"].replace(",", " ").split()
+    if len(raw_atoms) > MAX_ATOMS:
+        raise FilterError(f"give at most {MAX_ATOMS} atoms", field="atom")
+    try:
+        cleaned["atoms"] = [atom_lib.parse_atom(a) for a in raw_atoms]
+    except atom_lib.BadAtom as exc:
+        raise FilterError(str(exc), field="atom") from None
+    return cleaned
+
+
+def trajectory_list(*, filters: dict) -> QuerySet[Trajectory]:
+    """Trajectories matching cleaned `filters`, ordered by id. The bulky JSON (steps, replay
+    input) is left in the database: the list never shows it."""
+    trajectories = Trajectory.objects.defer("steps", "replay_input", "outcome", "meta")
+    if filters["kind"]:
+        trajectories = trajectories.filter(kind=filters["kind"])
+    if filters["corpus"]:
+        trajectories = trajectories.filter(corpus=filters["corpus"])
+    # One semi-join per atom on the (atom, trajectory) index, as matching does.
+    for atom in filters["atoms"]:
+        trajectories = trajectories.filter(
+            pk__in=TrajectoryAtom.objects.filter(atom=atom).values("trajectory_id")
+        )
+    if filters["has_expected_rule"]:
+        trajectories = trajectories.filter(
+            expected_rule__isnull=filters["has_expected_rule"] in _NO
+        )
+    for word in filters["q"].split():
+        trajectories = trajectories.filter(Q(id__icontains=word) | Q(task__icontains=word))
+    return trajectories.order_by("id")
+
+
+def corpus_filter_choices() -> dict:
+    """What the filter form offers: the kinds and the corpus labels in use."""
+    return {
+        "kinds": TrajectoryKind.values,
+        "corpora": list(
+            Trajectory.objects.exclude(corpus="")
+            .order_by("corpus")
+            .values_list("corpus", flat=True)
+            .distinct()
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    name: str
+    value: float
+    tier: int | None
+
+
+def metric_rows(metrics: dict, registry: Registry) -> list[MetricRow]:
+    """A trajectory's metrics in registry order (tier, name); unregistered ones last."""
+    rows = []
+    for name, value in metrics.items():
+        info = registry.resolve(name)
+        rows.append(MetricRow(name, value, info.tier if info else None))
+    return sorted(rows, key=lambda r: (r.tier is None, r.tier or 0, r.name))
+
+
+@dataclass(frozen=True)
+class RuleAtoms:
+    """What matching needs of a rule: read as plain values, not model instances, because a
+    common signature is shared by thousands of rules."""
+
+    id: str
+    state: str
+    metric: str
+    signature: list[str]
+
+
+def rules_matching_atoms(
+    trajectory_atoms: frozenset[str], rules: list[RuleAtoms], registry: Registry
+) -> list[RuleAtoms]:
+    """The rules that fire on a trajectory with these atoms, by the semantics §11 signature match;
+    never by shared words."""
+    families: dict[str, frozenset[str]] = {}
+    matching = []
+    for rule in rules:
+        if rule.metric and rule.metric not in families:
+            families[rule.metric] = registry.family(rule.metric)
+        if rule_matches(
+            rule_signature=rule.signature,
+            rule_metric=rule.metric,
+            trajectory_atoms=trajectory_atoms,
+            family=families.get(rule.metric, frozenset()),
+        ):
+            matching.append(rule)
+    return matching
+
+
+def trajectory_detail(trajectory: Trajectory) -> dict:
+    """Everything the trajectory page shows, in four queries whatever the number of rules:
+    the registry, every rule's atoms, the rules listed, the rules extracted from this case."""
+    registry = load_registry()
+    trajectory_atoms = frozenset(trajectory.signature) | frozenset(trajectory.notices)
+    everything = [
+        RuleAtoms(*row)
+        for row in Rule.objects.order_by("state", "id").values_list(
+            "id", "state", "metric", "signature"
+        )
+    ]
+    matching = rules_matching_atoms(trajectory_atoms, everything, registry)
+    # Active rules first (state, then id); a common signature can match thousands of rules,
+    # so the page lists the first ones and counts the rest.
+    shown = [r.id for r in matching[:MATCHING_SHOWN]]
+    listed = Rule.objects.only("id", "trigger", "state", "scope", "signature").in_bulk(shown)
+    return {
+        "trajectory": trajectory,
+        "metrics": metric_rows(trajectory.metrics, registry),
+        "matching_rules": [listed[rule_id] for rule_id in shown],
+        "matching_count": len(matching),
+        "matching_by_state": Counter(r.state for r in matching),
+        "extracted_from_here": list(
+            Rule.objects.filter(source_case=trajectory.id).only("id", "state").order_by("id")
+        ),
+    }
+
+
+# --- Scopes -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScopeCounts:
+    scope: str
+    active: int
+    candidate: int
+    retired: int
+
+    @property
+    def in_force(self) -> int:
+        """Rules the rule tool returns for this scope (semantics §4: candidates always)."""
+        return self.active + self.candidate
+
+
+def scope_counts() -> list[ScopeCounts]:
+    """Every scope with its rules counted by state, in one grouped query."""
+    rows = (
+        Rule.objects.values("scope")
+        .annotate(
+            active=Count("id", filter=Q(state=RuleState.ACTIVE)),
+            candidate=Count("id", filter=Q(state=RuleState.CANDIDATE)),
+            retired=Count("id", filter=Q(state=RuleState.RETIRED)),
+        )
+        .order_by("scope")
+    )
+    return [ScopeCounts(**row) for row in rows]

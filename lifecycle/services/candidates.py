@@ -1,0 +1,138 @@
+"""Candidates in by the batch (semantics §3, §15): a JSON Lines file or an API batch, checked
+line by line, then recorded all or nothing through `rules.rule_record_candidate`. The whole
+batch asks for one validation round when it commits."""
+
+from datetime import datetime
+
+from django.db import transaction
+
+from .. import signals
+from ..models import Rule
+from ..states import Actor
+from ..validation import (
+    ImportRejected,
+    ImportResult,
+    InvalidRule,
+    LineError,
+    candidate_fields,
+    check_metric,
+    check_rule_id,
+    rule_content_hash,
+    unknown_keys,
+)
+from .rules import rule_record_candidate
+
+CANDIDATE_KEYS = {
+    "id",
+    "trigger",
+    "directive",
+    "scope",
+    "metric",
+    "signature",
+    "tags",
+    "source_case",
+    "source_notice",
+}
+
+
+def _candidate_line(number: int, obj: object) -> tuple[dict | None, list[LineError]]:
+    """One line's fields (with `rule_id`), or the line's errors."""
+    if not isinstance(obj, dict):
+        return None, [LineError(number, "", "each line must be a JSON object")]
+    errors = unknown_keys(number, obj, CANDIDATE_KEYS)
+    try:
+        fields = candidate_fields(
+            trigger=obj.get("trigger", ""),
+            directive=obj.get("directive", ""),
+            scope=obj.get("scope", "global"),
+            metric=obj.get("metric") or "",
+            signature=obj.get("signature"),
+            tags=obj.get("tags"),
+            source_case=obj.get("source_case") or "",
+            source_notice=obj.get("source_notice") or "",
+        )
+    except InvalidRule as exc:
+        return None, [*errors, LineError(number, exc.field, str(exc))]
+    for check, value in ((check_metric, fields["metric"]), (check_rule_id, obj.get("id"))):
+        try:
+            check(value)
+        except InvalidRule as exc:
+            errors.append(LineError(number, exc.field, str(exc)))
+    if errors:
+        return None, errors
+    return {**fields, "rule_id": check_rule_id(obj.get("id"))}, []
+
+
+def _given_id(obj: object) -> str | None:
+    """The line's id when it is a valid one (to spot the same id twice in a file)."""
+    try:
+        return check_rule_id(obj.get("id")) if isinstance(obj, dict) else None
+    except InvalidRule:
+        return None
+
+
+def parse_candidates(rows) -> list[tuple[int, dict]]:
+    """Validate candidate lines (semantics §15 `record_candidates`); raises ImportRejected."""
+    good: list[tuple[int, dict]] = []
+    errors: list[LineError] = []
+    seen_ids: dict[str, int] = {}
+    for number, obj, error in rows:
+        fields, line_errors = (None, [error]) if error else _candidate_line(number, obj)
+        rule_id = _given_id(obj)
+        if rule_id in seen_ids:
+            line_errors.append(
+                LineError(number, "id", f"{rule_id!r} already appears on line {seen_ids[rule_id]}")
+            )
+        elif rule_id:
+            seen_ids[rule_id] = number
+        if line_errors:
+            errors.extend(line_errors)
+        else:
+            good.append((number, fields))
+    if errors:
+        raise ImportRejected(errors)
+    _refuse_changed_text(good)
+    return good
+
+
+def _refuse_changed_text(good: list[tuple[int, dict]]) -> None:
+    """A given id already stored with other text is a conflict: rule text is immutable."""
+    ids = [f["rule_id"] for _, f in good if f["rule_id"]]
+    stored = dict(Rule.objects.filter(pk__in=ids).values_list("id", "content_hash"))
+    conflicts = [
+        LineError(
+            n,
+            "id",
+            f"rule {f['rule_id']} is already recorded with other text "
+            "(a recorded rule is immutable; record it without an id to make a new candidate)",
+        )
+        for n, f in good
+        if f["rule_id"] in stored and stored[f["rule_id"]] != rule_content_hash(f)
+    ]
+    if conflicts:
+        raise ImportRejected(conflicts)
+
+
+def candidates_record(
+    rows, *, actor: Actor, now: datetime | None = None
+) -> tuple[ImportResult, list[Rule]]:
+    """Record every candidate of a file or batch, all or nothing; one round is asked for."""
+    good = parse_candidates(rows)
+    result = ImportResult()
+    rules = []
+    with signals.one_announcement(), transaction.atomic():
+        for number, fields in good:
+            rule_id = fields.pop("rule_id")
+            try:
+                rule, created = rule_record_candidate(
+                    actor=actor, rule_id=rule_id, now=now, **fields
+                )
+            except InvalidRule as exc:
+                raise ImportRejected([LineError(number, exc.field, str(exc))]) from None
+            rules.append(rule)
+            result.ids.append(rule.id)
+            if created:
+                result.created += 1
+            else:
+                result.unchanged += 1
+    return result, rules

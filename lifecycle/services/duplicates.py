@@ -1,0 +1,136 @@
+"""Paraphrase-aware duplicates: a new candidate that says the same as a live
+rule of its scope is linked to it as a probable duplicate and journaled, instead of silently
+piling up copies.
+
+"Says the same" needs both kinds of evidence:
+- the comparator of semantics §12 (`comparison.compare.compare_many`) gives the verdict `match`
+  — it sees through rewording and is not fooled by shared words;
+- the signatures are compatible: the failure-mode atoms of one are a subset of the other's
+  (one rule may be more specific), or, for two rules without failure-mode atoms, the notices
+  they fire on overlap (semantics §11). A rule about `error:auth_denied` never duplicates one about
+  `error:non_fast_forward`, however alike the prose.
+
+Only candidates and active rules of the same scope are compared (retired rules are history,
+not copies), and the rule a re-queued version replaces is not its duplicate. A duplicate is
+still a candidate in its own right: the link is shown, it decides nothing.
+"""
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from comparison.compare import compare_many
+from comparison.semantic import ComparatorUnavailable
+
+from .. import atoms as atom_lib
+from .. import journal
+from ..journal import EventType
+from ..matching import notice_targets
+from ..metrics import Registry, load_registry
+from ..models import Rule, RuleState
+
+log = logging.getLogger(__name__)
+
+
+def signatures_compatible(
+    a_signature: list[str],
+    a_family: frozenset[str],
+    b_signature: list[str],
+    b_family: frozenset[str],
+    *,
+    a_metric: str = "",
+    b_metric: str = "",
+) -> bool:
+    """Could two rules fire on the same trajectories for the same reason? Pure."""
+    a_failure = atom_lib.failure_mode_atoms(a_signature)
+    b_failure = atom_lib.failure_mode_atoms(b_signature)
+    if a_failure or b_failure:
+        return bool(a_failure and b_failure) and (a_failure <= b_failure or b_failure <= a_failure)
+    a_targets = notice_targets(rule_signature=a_signature, rule_metric=a_metric, family=a_family)
+    b_targets = notice_targets(rule_signature=b_signature, rule_metric=b_metric, family=b_family)
+    return bool(a_targets & b_targets)
+
+
+def _text(rule: Rule) -> dict:
+    return {"trigger": rule.trigger, "directive": rule.directive}
+
+
+def probable_duplicate(rule: Rule, *, registry: Registry | None = None) -> tuple[Rule, dict] | None:
+    """(the live rule of the same scope this one says the same as, the comparator's scores),
+    or None. Among several, the closest (highest semantic score, then the oldest)."""
+    registry = registry if registry is not None else load_registry()
+    family = registry.family(rule.metric)
+    live = Rule.objects.filter(
+        scope=rule.scope, state__in=[RuleState.CANDIDATE, RuleState.ACTIVE]
+    ).exclude(pk=rule.pk)
+    if rule.replaces_id:
+        # An edited version is meant to say nearly the same as the rule it replaces.
+        live = live.exclude(pk=rule.replaces_id)
+    others = [
+        other
+        for other in live.order_by("recorded_at", "id")
+        if signatures_compatible(
+            rule.signature,
+            family,
+            other.signature,
+            registry.family(other.metric),
+            a_metric=rule.metric,
+            b_metric=other.metric,
+        )
+    ]
+    if not others:
+        return None
+    results = compare_many([(_text(rule), _text(other)) for other in others])
+    matches = [(o, r) for o, r in zip(others, results, strict=True) if r["verdict"] == "match"]
+    if not matches:
+        return None
+    return max(matches, key=lambda pair: pair[1]["semantic"])
+
+
+def rule_check_duplicate(*, rule_id: str, now: datetime | None = None) -> Rule | None:
+    """Link a recorded candidate to the live rule it duplicates and journal
+    `rule_duplicate_suspected`, as the one who recorded it. Runs after the recording commits
+    (`lifecycle.tasks`); checking twice journals once. Returns the other rule, or None. A
+    comparator that cannot load never blocks recording a rule: the check is skipped."""
+    rule = Rule.objects.filter(pk=rule_id, duplicate_of__isnull=True).first()
+    if rule is None:
+        return None
+    try:
+        # Outside the transaction: the comparator is the slow part and takes no lock.
+        found = probable_duplicate(rule)
+    except ComparatorUnavailable as exc:
+        log.warning("duplicate check skipped for %s: %s", rule.id, exc)
+        return None
+    if found is None:
+        return None
+    other, scores = found
+    with transaction.atomic():
+        if not Rule.objects.filter(pk=rule.pk, duplicate_of__isnull=True).update(
+            duplicate_of=other
+        ):
+            return None  # another worker linked it first
+        journal.write(
+            type=EventType.RULE_DUPLICATE_SUSPECTED,
+            actor=rule.author,
+            rule_id=rule.id,
+            at=now or timezone.now(),
+            evidence=_duplicate_evidence(other, scores),
+        )
+    return other
+
+
+def _duplicate_evidence(other: Rule, scores: dict) -> dict:
+    return {
+        "duplicate_of": other.id,
+        "other_state": other.state,
+        "other": _text(other),
+        "verdict": scores["verdict"],
+        "semantic": scores["semantic"],
+        "token_f1": scores["token_f1"],
+        "signature_agreement": scores["signature_agreement"],
+        "trigger": {k: scores["trigger"][k] for k in ("token_f1", "semantic")},
+        "directive": {k: scores["directive"][k] for k in ("token_f1", "semantic")},
+        "why": scores["why"],
+    }

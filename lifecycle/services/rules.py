@@ -1,0 +1,344 @@
+"""Every state change of a rule is one function here (semantics §3): it checks who may do it,
+locks the rule row, writes the new state and its journal event in one transaction, and is
+idempotent. Follow-ups (a validation round, the duplicate check) are enqueued on commit.
+
+Promotion and retirement have one path, `rules_decide`, set-based because a round decides a
+thousand forward trials at once; `rule_promote`, `rule_retire` and `rule_retire_by_reviewer`
+are that path for one rule, so tests build active rules exactly as the engine does."""
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from .. import journal, signals
+from ..bulk import update_from_values
+from ..journal import EventType
+from ..metrics import load_registry
+from ..models import AuthorKind, Report, Rule, RuleState
+from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
+from ..tasks import rule_compare_enqueue
+from ..trials import baseline
+from ..validation import (
+    InvalidRule,
+    candidate_fields,
+    check_metric,
+    check_rule_id,
+    rule_content_hash,
+)
+
+
+class RuleNotFound(Exception):
+    pass
+
+
+_AUTHOR_KIND = {
+    ActorKind.AGENT: AuthorKind.AGENT,
+    ActorKind.EXTRACTOR: AuthorKind.EXTRACTOR,
+    ActorKind.PACK: AuthorKind.PACK,
+    ActorKind.REVIEWER: AuthorKind.REVIEWER,
+}
+_DECISION_EVENTS = {
+    Action.PROMOTE: EventType.RULE_PROMOTED,
+    Action.RETIRE: EventType.RULE_RETIRED,
+    Action.RETIRE_BY_REVIEWER: EventType.RULE_RETIRED_BY_REVIEWER,
+}
+
+
+def baseline_for(*, metric: str) -> tuple[float, int, int]:
+    """The forward-trial baseline of a rule on `metric`, from recent reports (semantics §8)."""
+    window = settings.CAUTERWEB_BASELINE_WINDOW
+    rows = (
+        Report.objects.filter(has_notice=True)
+        .order_by("-at", "-id")
+        .values_list("session_id", "notices")[:window]
+    )
+    family = load_registry().family(metric) if metric else frozenset()
+    return baseline(list(rows), family)
+
+
+def rule_record_candidate(
+    *,
+    actor: Actor,
+    trigger: str,
+    directive: str,
+    scope: str = "global",
+    metric: str = "",
+    signature: list | None = None,
+    tags: list | None = None,
+    source_case: str = "",
+    source_notice: str = "",
+    rule_id: str | None = None,
+    replaces: Rule | None = None,
+    provenance: dict | None = None,
+    now: datetime | None = None,
+) -> tuple[Rule, bool]:
+    """Record a candidate (semantics §3) with its baseline (semantics §8). Returns (rule, created).
+
+    Idempotent: the same content (under the same id, if one is given) returns the stored rule.
+    A given id whose stored text differs is refused: a recorded rule's text is immutable."""
+    check_allowed(Action.RECORD, actor)
+    fields = candidate_fields(
+        trigger=trigger,
+        directive=directive,
+        scope=scope,
+        metric=metric,
+        signature=signature,
+        tags=tags,
+        source_case=source_case,
+        source_notice=source_notice,
+    )
+    check_metric(fields["metric"])
+    rule_id = check_rule_id(rule_id)
+    digest = rule_content_hash(fields)
+    now = now or timezone.now()
+    with transaction.atomic():
+        existing = _stored_version(rule_id=rule_id, digest=digest, replaces=replaces)
+        if existing is not None:
+            return existing, False
+        rule = _insert_candidate(
+            actor=actor,
+            rule_id=rule_id,
+            fields=fields,
+            digest=digest,
+            replaces=replaces,
+            provenance=provenance or {},
+            now=now,
+        )
+        _journal_added(rule, actor=actor, now=now)
+        _after_recording(rule.id)
+    return rule, True
+
+
+def _stored_version(*, rule_id: str | None, digest: str, replaces: Rule | None) -> Rule | None:
+    """The rule already recorded with this content (under this id, if one is given)."""
+    existing = (
+        Rule.objects.filter(pk=rule_id).first()
+        if rule_id
+        else Rule.objects.filter(content_hash=digest, replaces=replaces).first()
+    )
+    if existing is not None and existing.content_hash != digest:
+        raise InvalidRule(
+            f"rule {existing.id} is already recorded with other text; a recorded rule "
+            "is immutable: record a new candidate (without this id) instead",
+            field="id",
+        )
+    return existing
+
+
+def _insert_candidate(*, actor, rule_id, fields, digest, replaces, provenance, now) -> Rule:
+    rate, sessions, hits = baseline_for(metric=fields["metric"])
+    rule = Rule(
+        id=rule_id or f"R-{secrets.token_hex(4).upper()}",
+        state=RuleState.CANDIDATE,
+        author=actor.name,
+        author_kind=_AUTHOR_KIND[actor.kind],
+        provenance=provenance,
+        content_hash=digest,
+        recorded_at=now,
+        replaces=replaces,
+        baseline_rate=rate,
+        baseline_sessions=sessions,
+        baseline_hits=hits,
+        **fields,
+    )
+    try:
+        with transaction.atomic():
+            rule.save(force_insert=True)
+    except IntegrityError:
+        # Someone recorded the same id a moment ago: the caller sees theirs, not a 500.
+        raise InvalidRule(f"rule {rule.id} already exists", field="id") from None
+    return rule
+
+
+def _journal_added(rule: Rule, *, actor: Actor, now: datetime) -> None:
+    journal.write(
+        type=EventType.RULE_ADDED,
+        actor=actor,
+        rule_id=rule.id,
+        at=now,
+        evidence={
+            "baseline": {
+                "rate": rule.baseline_rate,
+                "sessions": rule.baseline_sessions,
+                "hits": rule.baseline_hits,
+            },
+            "state": rule.state,
+            "author_kind": rule.author_kind,
+            "replaces": rule.replaces_id,
+            "provenance": rule.provenance,
+        },
+    )
+
+
+def _after_recording(rule_id: str) -> None:
+    """On commit: compare the rule with its source case's expected rule and with its live
+    neighbours, off the write path (the comparator is slow and never blocks recording), and
+    ask for a round."""
+    transaction.on_commit(lambda: rule_compare_enqueue(rule_id))
+    signals.announce("candidate")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision for `rules_decide`: PROMOTE or RETIRE (the engine's), or RETIRE_BY_REVIEWER."""
+
+    rule_id: str
+    action: Action
+    reason: str
+    evidence: dict = field(default_factory=dict)
+    validator: str = ""
+
+
+def rules_decide(
+    *,
+    decisions: list[Decision],
+    actor: Actor,
+    round_id: int | None = None,
+    now: datetime | None = None,
+) -> set[str]:
+    """Apply decisions to many rules at once, set-based: a round deciding a thousand forward
+    trials must not pay five round trips per rule. The actor and the transition table are
+    checked, the rows are locked, each change is journaled in the same transaction, and a rule
+    no longer in a state the action starts from is left alone (applying the same verdict twice
+    is a no-op). Returns the ids moved."""
+    for decision in decisions:
+        check_allowed(decision.action, actor)
+    now = now or timezone.now()
+    # No savepoint when nested: the caller's transaction is the unit, and a round writes
+    # many small batches.
+    with transaction.atomic(savepoint=False):
+        rules = (
+            Rule.objects.select_for_update()
+            .only("id", "state", "last_validator")
+            .in_bulk([d.rule_id for d in decisions])
+        )
+        moved, events = [], []
+        for decision in decisions:
+            rule = rules.get(decision.rule_id)
+            sources, target, _ = TRANSITIONS[decision.action]
+            if rule is None or rule.state not in sources:
+                continue
+            events.append(_decision_event(decision, rule, target, actor, round_id, now))
+            rule.state, rule.pending_reason = target, ""
+            rule.decided_at, rule.verdict_reason = now, decision.reason
+            rule.last_validator = decision.validator or rule.last_validator
+            moved.append(rule)
+        _write_states(moved, now)
+        journal.write_many(events)
+    return {rule.id for rule in moved}
+
+
+def _decision_event(decision: Decision, rule: Rule, target: str, actor, round_id, now):
+    return journal.event(
+        type=_DECISION_EVENTS[decision.action],
+        at=now,
+        rule_id=rule.id,
+        round_id=round_id,
+        actor=actor,
+        evidence={"from": rule.state, "to": target, "reason": decision.reason, **decision.evidence},
+    )
+
+
+def _write_states(moved: list[Rule], now: datetime) -> None:
+    """One statement for the lot, each rule with its own reason (a replay's names its case)."""
+    update_from_values(
+        Rule,
+        columns=("id", "state", "verdict_reason", "last_validator"),
+        rows=[(r.id, r.state, r.verdict_reason, r.last_validator) for r in moved],
+        assignments={
+            "state": "v.state",
+            "pending_reason": "''",
+            "decided_at": "%s",
+            "verdict_reason": "v.verdict_reason",
+            "last_validator": "v.last_validator",
+        },
+        params=[connection.ops.adapt_datetimefield_value(now)],
+    )
+
+
+def _decide_one(decision: Decision, *, actor: Actor, round_id, now) -> bool:
+    with transaction.atomic():
+        if not Rule.objects.filter(pk=decision.rule_id).exists():
+            raise RuleNotFound(decision.rule_id)
+        return bool(rules_decide(decisions=[decision], actor=actor, round_id=round_id, now=now))
+
+
+def rule_promote(
+    *,
+    rule_id: str,
+    actor: Actor,
+    evidence: dict,
+    reason: str = "",
+    validator: str = "",
+    round_id: int | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Promote a candidate to active. Only the validation engine may (semantics §3). False when
+    it is no longer a candidate."""
+    decision = Decision(rule_id, Action.PROMOTE, reason, evidence, validator)
+    return _decide_one(decision, actor=actor, round_id=round_id, now=now)
+
+
+def rule_retire(
+    *,
+    rule_id: str,
+    actor: Actor,
+    evidence: dict,
+    reason: str,
+    validator: str = "",
+    round_id: int | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Retire a candidate on evidence. Only the validation engine may (semantics §3)."""
+    decision = Decision(rule_id, Action.RETIRE, reason, evidence, validator)
+    return _decide_one(decision, actor=actor, round_id=round_id, now=now)
+
+
+def rule_retire_by_reviewer(
+    *, rule_id: str, actor: Actor, reason: str, now: datetime | None = None
+) -> bool:
+    """A human reviewer retires a candidate or an active rule, with a reason (semantics §3).
+    False when it is already retired."""
+    check_allowed(Action.RETIRE_BY_REVIEWER, actor)
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidRule("a reason is required to retire a rule by hand", field="reason")
+    with transaction.atomic():
+        rule = Rule.objects.select_for_update().filter(pk=rule_id).only("state").first()
+        if rule is None:
+            raise RuleNotFound(rule_id)
+        if rule.state == RuleState.RETIRED:
+            return False
+        next_state(Action.RETIRE_BY_REVIEWER, rule.state)
+        decision = Decision(rule_id, Action.RETIRE_BY_REVIEWER, reason, {"reviewer": actor.name})
+        return bool(rules_decide(decisions=[decision], actor=actor, now=now))
+
+
+def rule_requeue(*, rule_id: str, actor: Actor, now: datetime | None = None) -> Rule:
+    """Re-queue a retired rule as a new candidate version that links to it (semantics §3).
+    Re-queuing the same rule twice returns the version already queued."""
+    check_allowed(Action.REQUEUE, actor)
+    with transaction.atomic():
+        rule = Rule.objects.select_for_update().filter(pk=rule_id).first()
+        if rule is None:
+            raise RuleNotFound(rule_id)
+        next_state(Action.REQUEUE, rule.state)
+        version, _ = rule_record_candidate(
+            actor=actor,
+            trigger=rule.trigger,
+            directive=rule.directive,
+            scope=rule.scope,
+            metric=rule.metric,
+            signature=rule.signature,
+            tags=rule.tags,
+            source_case=rule.source_case,
+            source_notice=rule.source_notice,
+            replaces=rule,
+            provenance={**rule.provenance, "requeued_from": rule.id},
+            now=now,
+        )
+    return version

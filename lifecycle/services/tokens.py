@@ -1,0 +1,107 @@
+"""API tokens: created and revoked here only, each change journaled with who did it.
+
+The clear key is returned once, by `token_create`; only its SHA-256 is stored, so a leaked
+database does not leak working tokens.
+"""
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from lifecycle import journal
+from lifecycle.journal import EventType
+
+from ..models import ApiToken, TokenRole
+
+KEY_PREFIX = "cw_"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,149}$")
+
+
+class InvalidToken(ValueError):
+    """A token that cannot be created; `field` names the argument at fault."""
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+class TokenNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    # The only time the clear key exists outside the caller's hands.
+    key: str
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def clean_name(name: str) -> str:
+    """The token name, checked: it names the actor in the journal."""
+    name = (name or "").strip()
+    if not _NAME.match(name):
+        raise InvalidToken(
+            "name must be 1-150 letters, digits or _.@- (it names the actor in the journal)",
+            field="name",
+        )
+    return name
+
+
+def token_create(
+    *, name: str, role: str, actor: str, created_by=None, now: datetime | None = None
+) -> IssuedToken:
+    """A new token for `name` with `role`; the name is what the journal records as actor."""
+    name = clean_name(name)
+    if role not in TokenRole.values:
+        raise InvalidToken(f"role must be one of {', '.join(TokenRole.values)}", field="role")
+    now = now or timezone.now()
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    try:
+        with transaction.atomic():
+            token = ApiToken.objects.create(
+                name=name,
+                role=role,
+                key_hash=hash_key(key),
+                prefix=key[:10],
+                created_at=now,
+                created_by=created_by,
+            )
+            journal.write(
+                type=EventType.TOKEN_CREATED,
+                actor=actor,
+                at=now,
+                evidence={"name": name, "role": role, "prefix": token.prefix},
+            )
+    except IntegrityError:
+        # Names stay unique even after revocation: old journal rows keep meaning one token.
+        raise InvalidToken(f"a token named {name!r} already exists", field="name") from None
+    return IssuedToken(token=token, key=key)
+
+
+def token_revoke(*, name: str, actor: str, now: datetime | None = None) -> bool:
+    """Revoke a token; False when it was already revoked (revoking twice is a no-op)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        token = ApiToken.objects.select_for_update().filter(name=name).first()
+        if token is None:
+            raise TokenNotFound(name)
+        changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=now
+        )
+        if changed:
+            journal.write(
+                type=EventType.TOKEN_REVOKED,
+                actor=actor,
+                at=now,
+                evidence={"name": token.name, "role": token.role, "prefix": token.prefix},
+            )
+    return bool(changed)

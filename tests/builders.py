@@ -1,0 +1,273 @@
+"""The one builder module of the tests: corpus lines, candidates and reports as the services
+take them, and rules, journal events and rounds for the pages, so a test reads like the
+situation it sets up. Candidates go through `rule_record_candidate` and promotions through
+`rule_promote`, the paths production takes; replay-case evidence is scored by the engine."""
+
+import json
+import sys
+import types
+from datetime import UTC, datetime, timedelta
+
+from lifecycle import journal
+from lifecycle.journal import EventType
+from lifecycle.models import Rule, Trajectory
+from lifecycle.services.rules import rule_record_candidate
+from lifecycle.states import Actor
+from replay import engine
+from replay.models import ValidationRound
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def trajectory(tid: str, kind: str = "failure", **overrides) -> dict:
+    line = {
+        "id": tid,
+        "kind": kind,
+        "task": f"task of {tid}",
+        "steps": [{"tool": "git", "input": "git push", "output": "", "error": None}],
+        "outcome": {"status": "failed" if kind == "failure" else "ok"},
+        "metrics": {"task_completion": 0.2 if kind == "failure" else 0.9, "coherence": 0.8},
+        "signature": ["tool:git", "action:git.push"],
+        "started_at": (
+            T0 + timedelta(minutes=int("".join(c for c in tid if c.isdigit()) or 0))
+        ).isoformat(),
+    }
+    line.update(overrides)
+    return line
+
+
+def jsonl(*objects) -> list[str]:
+    return [json.dumps(o) + "\n" for o in objects]
+
+
+def candidate(
+    rule_id: str | None = None,
+    *,
+    actor: Actor | None = None,
+    trigger: str = "when git push fails with non-fast-forward",
+    directive: str = "pull latest changes before pushing",
+    **fields,
+):
+    fields.setdefault("scope", "git")
+    fields.setdefault("metric", "task_completion")
+    fields.setdefault("signature", ["action:git.push", "error:non_fast_forward"])
+    rule, _ = rule_record_candidate(
+        actor=actor or Actor.agent("repair-bot"),
+        trigger=trigger,
+        directive=directive,
+        rule_id=rule_id,
+        **fields,
+    )
+    return rule
+
+
+def report(session_id: str, at: datetime, notices=(), metrics=None, rules_read=()) -> dict:
+    return {
+        "session_id": session_id,
+        "at": at.isoformat(),
+        "notices": list(notices),
+        "metrics": metrics or {"task_completion": 0.8},
+        "rules_read": list(rules_read),
+    }
+
+
+def make_rule(rule_id: str, **fields) -> Rule:
+    fields.setdefault("trigger", f"when {rule_id} fails with non-fast-forward")
+    fields.setdefault("directive", "pull latest changes before pushing")
+    fields.setdefault("scope", "git")
+    fields.setdefault("metric", "task_completion")
+    fields.setdefault("signature", ["action:git.push", "error:non_fast_forward"])
+    fields.setdefault("author", "repair-bot")
+    fields.setdefault("author_kind", "agent")
+    fields.setdefault("recorded_at", T0)
+    return Rule.objects.create(id=rule_id, content_hash=rule_id, **fields)
+
+
+def make_rules(n: int, *, prefix: str = "R", **fields) -> list[Rule]:
+    return [
+        make_rule(f"{prefix}-{i:04d}", recorded_at=T0 + timedelta(minutes=i), **fields)
+        for i in range(n)
+    ]
+
+
+def make_trajectory(tid: str, kind: str = "failure", **fields) -> Trajectory:
+    fields.setdefault("task", f"task of {tid}")
+    fields.setdefault("signature", ["action:git.push", "error:non_fast_forward"])
+    return Trajectory.objects.create(
+        id=tid, kind=kind, content_hash=tid, imported_at=T0, started_at=T0, **fields
+    )
+
+
+_ENGINE = object()
+
+
+def case_evidence(
+    case: str,
+    *,
+    kind: str = "failing",
+    outcome: str = "scored",
+    metrics: dict | None = None,
+    retire_on: tuple = ("outcome_correct", "task_completion"),
+    candidate_read: bool = True,
+    deciding_metric=_ENGINE,
+    attribution=_ENGINE,
+    regressed=_ENGINE,
+    improved=_ENGINE,
+) -> dict:
+    """The evidence the engine journals for one replayed case (semantics §7.4–§7.7), from the
+    metrics as (original, replayed): `replay.engine.score_case` decides the deciding metric,
+    the attribution, regressed and improved, unless a test pins one to stage a situation."""
+    metrics = metrics or {"task_completion": (0.2, 0.9)}
+    deltas = {
+        name: {"original": o, "replayed": r, "delta": round(r - o, 4)}
+        for name, (o, r) in metrics.items()
+    }
+    score = engine.score_case(
+        case=case,
+        kind=kind,
+        outcome=outcome,
+        candidate_read=candidate_read,
+        deltas=deltas,
+        verifier_answered=False,
+        rule_metric="task_completion",
+        trigger_metric=None,
+        retire_on_metrics=list(retire_on),
+        margins=engine.Margins(),
+    )
+    decided = {
+        "deciding_metric": score.deciding_metric,
+        "attribution": list(score.attribution),
+        "regressed": score.regressed,
+        "improved": score.improved,
+    }
+    pinned = {
+        "deciding_metric": deciding_metric,
+        "attribution": attribution,
+        "regressed": regressed,
+        "improved": improved,
+    }
+    decided.update({k: v for k, v in pinned.items() if v is not _ENGINE})
+    return {
+        "case": case,
+        "kind": kind,
+        "replay_session": f"replay-{case}",
+        "candidate_read": candidate_read,
+        "outcome": outcome,
+        "metrics": deltas,
+        "retire_on": list(retire_on),
+        **decided,
+        "error": None,
+    }
+
+
+def replay_case(rule: Rule, round_id: int, evidence: dict, *, at=T0):
+    return journal.write(
+        type=EventType.VALIDATION_REPLAY_CASE,
+        actor="engine",
+        rule_id=rule.id,
+        round_id=round_id,
+        evidence=evidence,
+        at=at,
+    )
+
+
+def verdict(
+    rule: Rule | str, round_id: int, outcome: str, *, validator="replay", reason="", **extra
+):
+    rule_id = rule if isinstance(rule, str) else rule.id
+    return journal.write(
+        type=EventType.VALIDATION_VERDICT,
+        actor="engine",
+        rule_id=rule_id,
+        round_id=round_id,
+        at=T0,
+        evidence={
+            "outcome": outcome,
+            "validator": validator,
+            "reason": reason,
+            "pending_reason": extra.pop("pending_reason", None),
+            "round_budget_exhausted": extra.pop("round_budget_exhausted", False),
+            "details": extra,
+        },
+    )
+
+
+def make_round(queue: list[str], *, status: str = "finished", **fields) -> ValidationRound:
+    fields.setdefault("started_at", T0)
+    if status == "finished":
+        fields.setdefault("finished_at", T0 + timedelta(seconds=3))
+        fields.setdefault(
+            "summary",
+            {
+                "decided": 0,
+                "pending": 0,
+                "promoted": 0,
+                "retired": 0,
+                "budget_exhausted": 0,
+                "elapsed_s": 3.0,
+            },
+        )
+    return ValidationRound.objects.create(queue=queue, status=status, **fields)
+
+
+F001_EXTRACTION = {
+    "expected": {
+        "trigger": "when git push fails with non-fast-forward",
+        "directive": "pull latest changes before pushing",
+    },
+    "extracted": {
+        "trigger": "when a push is rejected as non-fast-forward",
+        "directive": "fetch and rebase before pushing again",
+    },
+    "source_case": "F-001",
+    "trigger": {
+        "token_f1": 0.36,
+        "semantic": 0.91,
+        "diff": [("keep", "when"), ("delete", "git"), ("insert", "a"), ("keep", "push")],
+    },
+    "directive": {
+        "token_f1": 0.2,
+        "semantic": 0.84,
+        "diff": [("delete", "pull"), ("insert", "fetch"), ("keep", "before"), ("keep", "pushing")],
+    },
+    "token_f1": 0.28,
+    "semantic": 0.88,
+    "signature_agreement": 1.0,
+    "verdict": "match",
+    "why": "same meaning, reworded",
+}
+
+
+def install_extraction_scoring(monkeypatch, *, for_rule=None, rows=()):
+    """Stand in for lifecycle.selectors.extraction with the agreed shapes, so the
+    dashboard's rendering is tested apart from the embedding model."""
+    fake = types.ModuleType("lifecycle.selectors.extraction")
+    fake.extraction_for_rule = lambda rule: (for_rule or {}).get(rule.id)
+    fake.extraction_rows = lambda: list(rows)
+    monkeypatch.setitem(sys.modules, "lifecycle.selectors.extraction", fake)
+    return fake
+
+
+def gate_result(*, lexical_broken=("S-022", "S-023", "NM-044"), signature_broken=()):
+    def report(matcher, broken):
+        prevented = ["F-001", "F-002", "F-003", "F-004", "F-005"]
+        return {
+            "matcher": matcher,
+            "failures_prevented": len(prevented),
+            "successes_broken": len(broken),
+            "near_misses": 1 if matcher == "lexical" else 0,
+            "precision": len(prevented) / (len(prevented) + len(broken)),
+            "recall": 0.625 if matcher == "lexical" else 1.0,
+            "verdict": "INCONCLUSIVE" if broken else "PASS",
+            "fired": {
+                "prevented": prevented,
+                "broken": list(broken),
+                "near_misses": ["NM-044"] if matcher == "lexical" else [],
+            },
+            "family_size": 8 if matcher == "lexical" else 5,
+        }
+
+    return {
+        "lexical": report("lexical", lexical_broken),
+        "signature": report("signature", signature_broken),
+    }

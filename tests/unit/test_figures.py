@@ -1,0 +1,250 @@
+"""The Plotly figures and the pure helpers that turn journal evidence into the rule
+page's words and colours. No database: figures are plain data built from rows."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dashboard import figures
+from lifecycle.selectors.rules import (
+    attribution_lines,
+    attribution_words,
+    bucket_for,
+    case_row,
+    delta_class,
+    signed,
+    truncate,
+)
+from tests.builders import case_evidence
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+MARGINS = {"promote_margin": 0.05, "regress_margin": 0.05}
+
+
+# --- Attribution and deltas in words (semantics §7.6–§7.8) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        (
+            {"metric": "coherence", "delta": -0.09, "decision": "not_attributable", "why": ""},
+            "coherence \u22120.09: not attributable — not in retire_on",
+        ),
+        (
+            {
+                "metric": "task_completion",
+                "delta": -0.2,
+                "decision": "attributable",
+                "why": "in retire_on",
+            },
+            "task_completion \u22120.20: attributable regression — in retire_on",
+        ),
+        (
+            {"metric": "task_completion", "delta": 0.31, "decision": "improved", "why": ""},
+            "task_completion +0.31: improved",
+        ),
+        (
+            {"metric": "coherence", "delta": 0.01, "decision": "within_margin", "why": ""},
+            "coherence +0.01: within margin",
+        ),
+        (
+            {"metric": "coherence", "decision": "not_attributable", "why": "tier 3"},
+            "coherence: not attributable — tier 3",
+        ),
+    ],
+)
+def test_an_attribution_decision_reads_as_a_sentence(entry, words):
+    assert attribution_words(entry) == words
+
+
+@pytest.mark.parametrize(
+    ("delta", "css"),
+    [
+        (-0.05, "delta-bad"),
+        (-0.2, "delta-bad"),
+        (-0.049, "delta-flat"),
+        (0.0, "delta-flat"),
+        (0.049, "delta-flat"),
+        (0.05, "delta-good"),
+        (None, "delta-flat"),
+    ],
+)
+def test_a_delta_is_coloured_against_the_margins(delta, css):
+    # semantics §7.7: regression is delta ≤ −margin; §7.8: improvement is delta ≥ +margin.
+    assert delta_class(delta, **MARGINS) == css
+
+
+def test_a_negative_delta_uses_a_typographic_minus():
+    assert signed(-0.094) == "\u22120.09" and signed(0.1) == "+0.10"
+
+
+def test_a_case_row_marks_the_deciding_metric_and_keeps_every_metric():
+    row = case_row(
+        case_evidence("F-001", metrics={"task_completion": (0.2, 0.9), "coherence": (0.8, 0.7)}),
+        **MARGINS,
+    )
+    assert [(m["name"], m["deciding"], m["css"]) for m in row.metrics] == [
+        ("coherence", False, "delta-bad"),
+        ("task_completion", True, "delta-good"),
+    ]
+    assert (row.case, row.kind, row.outcome, row.candidate_read) == (
+        "F-001",
+        "failing",
+        "scored",
+        True,
+    )
+
+
+# --- Delta distributions ------------------------------------------------------------------------
+
+
+def test_delta_distributions_plot_scored_cases_per_metric_with_the_margin_band():
+    cases = [
+        case_evidence("F-001", metrics={"task_completion": (0.2, 0.9), "coherence": (0.8, 0.71)}),
+        case_evidence("S-022", kind="win", metrics={"task_completion": (0.9, 0.88)}),
+        case_evidence("F-002", outcome="inconclusive"),
+    ]
+    figure = figures.delta_distributions(cases, promote_margin=0.05, regress_margin=0.1)
+    by_metric = {trace["name"]: trace for trace in figure["data"]}
+    assert sorted(by_metric) == ["coherence", "task_completion"]
+    assert by_metric["task_completion"]["y"] == [0.7, -0.02]
+    assert by_metric["task_completion"]["text"] == ["F-001 (failing)", "S-022 (win)"]
+    assert by_metric["coherence"]["y"] == [-0.09]
+    band = figure["layout"]["shapes"][0]
+    assert (band["y0"], band["y1"]) == (-0.1, 0.05)
+
+
+def test_no_scored_case_gives_an_empty_figure():
+    assert figures.delta_distributions([], **MARGINS)["data"] == []
+
+
+# --- Extraction accuracy (semantics §12) -------------------------------------------------------------
+
+
+def test_extraction_scatter_puts_token_f1_against_semantic_per_verdict():
+    rows = [
+        {"rule": "R-F001", "token_f1": 0.28, "semantic": 0.88, "verdict": "match"},
+        {"rule": "R-2", "token_f1": 0.9, "semantic": 0.95, "verdict": "match"},
+        {"rule": "R-3", "token_f1": 0.1, "semantic": 0.2, "verdict": "miss"},
+    ]
+    figure = figures.extraction_scatter(rows)
+    traces = {t["name"]: t for t in figure["data"]}
+    assert traces["match"]["x"] == [0.28, 0.9] and traces["match"]["y"] == [0.88, 0.95]
+    assert traces["match"]["text"] == ["R-F001", "R-2"]
+    assert traces["miss"]["marker"]["color"] == figures.BAD
+    assert figure["layout"]["xaxis"]["title"]["text"] == "token-F1"
+
+
+# --- Verdicts per round -------------------------------------------------------------------------
+
+
+def test_verdicts_per_round_stack_outcomes_and_fill_missing_with_zero():
+    figure = figures.verdicts_per_round([(1, "promote", 2), (1, "pending", 1), (2, "retire", 3)])
+    traces = {t["name"]: t for t in figure["data"]}
+    assert [t["name"] for t in figure["data"]] == ["promote", "retire", "pending"]
+    assert traces["promote"]["x"] == ["round 1", "round 2"]
+    assert traces["promote"]["y"] == [2, 0]
+    assert traces["retire"]["y"] == [0, 3]
+    assert figure["layout"]["barmode"] == "stack"
+
+
+# --- Lifecycle funnel ---------------------------------------------------------------------------
+
+MINUTE = timedelta(minutes=1)
+
+
+def test_the_funnel_accumulates_recorded_promoted_retired_and_pending():
+    series = figures.funnel_series(
+        recorded=[(T0, 1), (T0 + MINUTE, 1), (T0 + 2 * MINUTE, 1)],
+        decided=[(T0 + 3 * MINUTE, "active", 1), (T0 + 2 * MINUTE, "retired", 1)],
+        start=T0,
+        now=T0 + 4 * MINUTE,
+        size=MINUTE,
+    )
+    assert series["recorded"] == [0, 1, 2, 3, 3, 3]
+    assert series["retired"] == [0, 0, 0, 1, 1, 1]
+    assert series["promoted"] == [0, 0, 0, 0, 1, 1]
+    assert series["pending"] == [0, 1, 2, 2, 1, 1]
+    assert series["at"][1] == (T0 + MINUTE).isoformat()
+
+
+def test_a_reviewer_retirement_counts_as_retired_and_other_states_are_ignored():
+    series = figures.funnel_series(
+        recorded=[(T0, 2)],
+        decided=[(T0, "retired", 1), (T0, "candidate", 5)],
+        start=T0,
+        now=T0,
+        size=MINUTE,
+    )
+    assert series["retired"][-1] == 1 and series["pending"][-1] == 1
+
+
+@pytest.mark.parametrize(
+    ("span", "bucket"),
+    [
+        (timedelta(minutes=2), ("second", timedelta(seconds=1))),
+        (timedelta(minutes=30), ("minute", timedelta(minutes=1))),
+        (timedelta(days=3), ("hour", timedelta(hours=1))),
+        (timedelta(days=60), ("day", timedelta(days=1))),
+        (timedelta(days=900), ("week", timedelta(weeks=1))),
+    ],
+)
+def test_the_funnel_picks_a_bucket_that_fits_the_history(span, bucket):
+    assert bucket_for(span) == bucket
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("second", datetime(2026, 11, 4, 13, 27, 41, tzinfo=UTC)),
+        ("minute", datetime(2026, 11, 4, 13, 27, tzinfo=UTC)),
+        ("hour", datetime(2026, 11, 4, 13, 0, tzinfo=UTC)),
+        ("day", datetime(2026, 11, 4, tzinfo=UTC)),
+        ("week", datetime(2026, 11, 2, tzinfo=UTC)),  # the Monday, as the database truncates
+    ],
+)
+def test_truncate_matches_the_databases_buckets(kind, expected, settings):
+    settings.TIME_ZONE = "UTC"
+    assert truncate(datetime(2026, 11, 4, 13, 27, 41, 5, tzinfo=UTC), kind) == expected
+
+
+def test_a_rule_decided_in_the_future_lands_in_the_last_bucket():
+    # Clocks drift between workers: a decision stamped after `now` must not crash the chart.
+    series = figures.funnel_series(
+        recorded=[(T0, 1)],
+        decided=[(T0 + timedelta(hours=1), "active", 1)],
+        start=T0,
+        now=T0 + 5 * MINUTE,
+        size=MINUTE,
+    )
+    assert series["promoted"][-1] == 1
+
+
+def test_no_rules_give_an_empty_funnel():
+    figure = figures.lifecycle_funnel(figures.EMPTY_FUNNEL)
+    assert [t["x"] for t in figure["data"]] == [[], [], [], []]
+
+
+def test_metrics_within_the_margins_are_named_together_on_one_line():
+    lines = attribution_lines(
+        [
+            {"metric": "coherence", "delta": 0.0, "decision": "within_margin", "why": ""},
+            {"metric": "task_completion", "delta": -0.2, "decision": "attributable", "why": ""},
+            {"metric": "tool_correctness", "delta": 0.01, "decision": "within_margin", "why": ""},
+        ]
+    )
+    assert lines == [
+        "task_completion \u22120.20: attributable regression",
+        "within margin: coherence, tool_correctness",
+    ]
+
+
+def test_a_reason_that_restates_the_decision_is_not_repeated():
+    entry = {
+        "metric": "task_completion",
+        "delta": 0.31,
+        "decision": "improved",
+        "why": "improved past the promote margin",
+    }
+    assert attribution_words(entry) == "task_completion +0.31: improved — past the promote margin"

@@ -1,0 +1,13 @@
+"""The one-way dependency contract of `.importlinter`: dashboard and API → replay → lifecycle →
+comparison, and the comparator imports neither Django nor the domain."""
+
+from pathlib import Path
+
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_imports_run_one_way(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert lint_imports(config_filename=str(ROOT / ".importlinter"), no_cache=True) == 0

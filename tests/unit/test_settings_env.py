@@ -1,0 +1,69 @@
+"""Configuration from the environment (semantics §16): defaults, and a value that does not parse
+stops start-up with a message naming the variable."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(**env) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CAUTERWEB_")}
+    environment.update(env)
+    environment["DJANGO_SETTINGS_MODULE"] = "cauterweb.settings"
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; "
+            "print(settings.CAUTERWEB_RULE_PROMOTE_MARGIN, settings.CAUTERWEB_MAX_FAILING_CASES)",
+        ],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_spec_defaults_are_in_force():
+    assert (settings.CAUTERWEB_RULE_PROMOTE_MARGIN, settings.CAUTERWEB_RULE_REGRESS_MARGIN) == (
+        0.05,
+        0.05,
+    )
+    assert settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS == 5
+    assert settings.CAUTERWEB_BASELINE_WINDOW == 200
+    assert (settings.CAUTERWEB_MAX_FAILING_CASES, settings.CAUTERWEB_MAX_PROTECTED_WINS) == (3, 2)
+    assert settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS == 3
+    assert settings.CAUTERWEB_REPLAY_TIMEOUT_S == 300
+    assert settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S == 0
+    assert settings.CAUTERWEB_VALIDATION_ROUND_BUDGET_S == 0
+
+
+def test_a_knob_is_read_from_its_environment_variable():
+    result = start(CAUTERWEB_RULE_PROMOTE_MARGIN="0.1", CAUTERWEB_MAX_FAILING_CASES="5")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0.1", "5"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CAUTERWEB_RULE_PROMOTE_MARGIN", "lots"),
+        ("CAUTERWEB_MAX_FAILING_CASES", "3.5"),
+        ("CAUTERWEB_REPLAY_TIMEOUT_S", "-1"),
+        ("CAUTERWEB_REPLAY_BACKEND", "not a path"),
+        ("DEBUG", "maybe"),
+        ("DATABASE_URL", "nosuchdb://x"),
+    ],
+)
+def test_a_value_that_does_not_parse_stops_start_up_naming_the_variable(name, value):
+    result = start(**{name: value})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert name in result.stderr
