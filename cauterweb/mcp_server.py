@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from django.db import connections
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -38,6 +39,19 @@ TOOL_DESCRIPTION = (
 )
 
 
+def _db(fn, /, *args, **kwargs):
+    """An ORM call made from the server's event loop: in a worker thread, whose connection is
+    closed after it, so no request leaves a database session open behind it."""
+
+    def run():
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return sync_to_async(run)()
+
+
 class NoToken(Exception):
     """The stdio server needs a live agent token in CAUTERWEB_AGENT_TOKEN."""
 
@@ -52,7 +66,7 @@ class AgentTokens:
     """The SDK's TokenVerifier over our API tokens (only their SHA-256 is stored)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        found = await sync_to_async(token_for_key)(token.strip())
+        found = await _db(token_for_key, token.strip())
         if found is None:
             return None
         return AccessToken(token=token, client_id=found.name, scopes=[found.role])
@@ -97,8 +111,8 @@ def build_server(*, caller: Caller | None = None, public_url: str | None = None)
         if caller is None and token is None:
             raise ToolError("an agent API token is required")
         session_id = (session or os.environ.get(SESSION_ENV) or "").strip()[:128]
-        found = await sync_to_async(rule_tool_read)(
-            scope=(scope or None), session_id=session_id, query=query, via="mcp"
+        found = await _db(
+            rule_tool_read, scope=(scope or None), session_id=session_id, query=query, via="mcp"
         )
         return {"scope": scope, "session": session_id or None, "rules": found}
 
