@@ -240,8 +240,11 @@ def derive_step(step: dict, *, where: str = "step") -> StepAtoms:
 
 
 def _template_reasons(texts: list[tuple[str, str]]) -> list[Because]:
-    """A failure no rule knows: the drain3 template of its most telling text."""
-    for source, text in texts:
+    """A failure no rule knows: the drain3 template of its most telling text. A bare label
+    (`tool_error`, `ERROR`: an `error.type` or a level) says only that it failed, and would
+    give every unknown failure one atom, so a text with words comes first."""
+    worded = [(source, text) for source, text in texts if len(text.split()) > 1]
+    for source, text in worded or texts:
         found = templates.template_for(text)
         if found:
             return [Because(f"error:{found.atom_value}", "template.drain3", source, found.template)]

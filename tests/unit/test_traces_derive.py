@@ -478,3 +478,11 @@ def test_the_learned_templates_are_listed_and_mining_a_batch_groups_rewordings()
     )
     assert mined[0]["texts"] == 2
     assert json.dumps(mined)
+
+
+def test_a_bare_error_label_does_not_make_every_unknown_failure_alike():
+    first = derive_step({"tool": "bash", "error": "tool_error", "output": "lease 7 lost on node-2"})
+    second = derive_step({"tool": "bash", "error": "tool_error", "output": "widget jammed in slot"})
+    first_errors = [a for a in first.atoms if a.startswith("error:")]
+    second_errors = [a for a in second.atoms if a.startswith("error:")]
+    assert first_errors and second_errors and first_errors != second_errors
