@@ -19,14 +19,13 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from cauterweb.request_id import current_request_id
 from lifecycle.auth import Forbidden
+from lifecycle.cursor import InvalidCursor
 from lifecycle.schemas import ErrorOut
+from lifecycle.selectors.rules import RuleNotFound
 from lifecycle.services.packs import InvalidSelection, PackRejected
-from lifecycle.services.rules import RuleNotFound
 from lifecycle.states import NotAllowed, WrongState
 from lifecycle.traces.model import TraceRejected
 from lifecycle.validation import FilterError, ImportRejected, InvalidRule
-
-from .cursor import InvalidCursor
 
 logger = logging.getLogger("cauterweb.api")
 API_PREFIX = "/api/"

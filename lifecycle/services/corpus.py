@@ -26,8 +26,8 @@ from .. import journal
 from ..journal import EventType
 from ..models import Rule, Trajectory, TrajectoryAtom, TrajectoryKind
 from ..states import Actor
-from ..tasks import rules_rescore_enqueue
 from ..traces.derive import with_derived_signature
+from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
 REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
