@@ -22,9 +22,9 @@ from ninja import Router
 
 from lifecycle.auth import WRITE, request_actor
 from lifecycle.schemas import ImportOut
+from lifecycle.services.traces import import_traces
 from lifecycle.traces.detect import PROTOBUF_TYPES
 from lifecycle.traces.model import FORMATS
-from lifecycle.traces.service import import_traces
 
 from . import bodies
 from .errors import ERRORS, ApiError

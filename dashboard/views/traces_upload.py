@@ -6,9 +6,9 @@ from django import forms
 from django.contrib import messages
 from django.shortcuts import redirect, render
 
+from lifecycle.services.traces import import_traces
 from lifecycle.states import Actor
 from lifecycle.traces.model import FORMATS, TraceRejected
-from lifecycle.traces.service import import_traces
 
 from . import reviewer_required
 

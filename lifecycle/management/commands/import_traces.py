@@ -3,8 +3,8 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
+from lifecycle.services.traces import import_traces
 from lifecycle.traces.model import FORMATS, TraceRejected
-from lifecycle.traces.service import import_traces
 
 
 class Command(JsonCommand):

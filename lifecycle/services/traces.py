@@ -1,4 +1,4 @@
-"""Agent traces into the corpus (semantics §19, §2): the one Django-side step of
+"""Agent traces into the corpus (semantics §19, §2): the Django side of the pure parsers in
 `lifecycle.traces`.
 
 Parsed sessions go through the corpus import itself, so a trace import is atomic (any bad
@@ -18,12 +18,12 @@ from django.db import transaction
 
 from ..metrics import Registry, load_registry
 from ..models import Trajectory
-from ..services.corpus import import_corpus
 from ..states import Actor
+from ..traces import openinference, otlp
+from ..traces.detect import parse
+from ..traces.model import RecordError, TraceRejected
 from ..validation import ImportRejected, ImportResult
-from . import openinference, otlp
-from .detect import parse
-from .model import RecordError, TraceRejected
+from .corpus import import_corpus
 
 SPAN_PARSERS = {"otlp": otlp.parse_json, "openinference": openinference.parse_json}
 
