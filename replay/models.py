@@ -57,3 +57,61 @@ class ReplaySession(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class Arm(models.TextChoices):
+    TREATMENT = "treatment"
+    CONTROL = "control"
+
+
+class SampleOutcome(models.TextChoices):
+    """A replay's outcome (semantics §7.5); only `scored` samples enter the statistics."""
+
+    SCORED = "scored"
+    CANDIDATE_NOT_EXERCISED = "candidate_not_exercised"
+    INCONCLUSIVE = "inconclusive"
+    ENV_WAIT_TIMEOUT = "env_wait_timeout"
+
+
+class ReplaySample(models.Model):
+    """One replay of one case in one arm under the paired design (semantics §17.3).
+
+    Samples accumulate across rounds up to `replay_max_repeats` per (rule, case, arm); every
+    attempt takes a repeat, scored or not, so a flaky case cannot be replayed forever. The
+    unique constraint is also the index the decision reads through: (rule, case, arm) are its
+    leading columns, so a separate index on them would only slow the writes."""
+
+    rule = models.ForeignKey(
+        "lifecycle.Rule", on_delete=models.CASCADE, related_name="replay_samples"
+    )
+    case = models.ForeignKey(
+        "lifecycle.Trajectory", on_delete=models.CASCADE, related_name="replay_samples"
+    )
+    arm = models.CharField(max_length=16, choices=Arm.choices)
+    repeat = models.PositiveSmallIntegerField()  # 0-based per (rule, case, arm)
+    round = models.ForeignKey(
+        ValidationRound, on_delete=models.SET_NULL, null=True, blank=True, related_name="samples"
+    )
+    outcome = models.CharField(max_length=32, choices=SampleOutcome.choices)
+    # The replayed last trace's metrics, tiers 0–2, as measured (not negated).
+    metrics = models.JSONField(default=dict, blank=True)
+    candidate_read = models.BooleanField(default=False)
+    replay_session = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "case", "arm", "repeat"], name="replay_sample_once"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(arm__in=Arm.values), name="replay_sample_arm"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(outcome__in=SampleOutcome.values),
+                name="replay_sample_outcome",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} {self.case_id} {self.arm} #{self.repeat} ({self.outcome})"
