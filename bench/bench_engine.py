@@ -33,7 +33,7 @@ from lifecycle.corpus import import_corpus, read_jsonl  # noqa: E402
 from lifecycle.intake import ingest_reports  # noqa: E402
 from lifecycle.models import JournalEvent, Report, Rule, RuleRead, TrialEnrolment  # noqa: E402
 from replay import receivers  # noqa: E402
-from replay.services import round_run  # noqa: E402
+from replay.rounds import round_run  # noqa: E402
 
 N = 1000
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -24,6 +24,10 @@ class ValidationRound(models.Model):
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     kicked_by = models.CharField(max_length=64, blank=True)
+    # Replays queued / running / done per candidate in flight, for the live page (§18).
+    progress = models.JSONField(default=dict, blank=True)
+    # host:pid of the worker running it, so an operator (or a fault test) can find it.
+    worker = models.CharField(max_length=128, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -45,15 +49,37 @@ class EngineLock(models.Model):
         return f"{self.name} held by {self.holder or 'nobody'}"
 
 
-class ReplaySession(models.Model):
-    """One case replayed through the HTTP backend (SPEC §14): the harness reaches the rule tool
-    and the started signal from another process, so the signal has to land somewhere shared."""
+class ReplayStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
 
-    id = models.CharField(max_length=160, primary_key=True)
+
+class ReplaySession(models.Model):
+    """One replay that runs outside the round's own process: a Celery replay task (semantics
+    §18) or a remote HTTP harness (semantics §14). The task finds its work here by id and
+    leaves its result here; the harness reaches the rule tool and the started signal through
+    `token`, the replay's own unguessable capability, so its reads land under this replay and
+    nowhere else."""
+
+    id = models.CharField(max_length=255, primary_key=True)
     rule = models.ForeignKey("lifecycle.Rule", on_delete=models.CASCADE, related_name="+")
     case_id = models.CharField(max_length=128)
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
+    round_id = models.PositiveIntegerField(null=True, blank=True)
+    kind = models.CharField(max_length=16, blank=True)  # "failing" | "win"
+    arm = models.CharField(max_length=16, blank=True)  # "treatment" | "control"
+    repeat = models.PositiveIntegerField(default=0)
+    token = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    result = models.JSONField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["round_id", "status"], name="replaysession_round")]
 
     def __str__(self) -> str:
         return self.id

@@ -13,7 +13,7 @@ from lifecycle.corpus import ImportRejected, import_corpus, read_jsonl
 from lifecycle.intake import ingest_reports, record_candidates
 from lifecycle.states import Actor
 from replay.kick import kicks_deferred
-from replay.services import run_until_settled
+from replay.rounds import run_until_settled
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 DEMO_USER = "demo"
