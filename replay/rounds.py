@@ -112,11 +112,15 @@ def _summary_of(round_id: int) -> dict:
     }
 
 
-def _finish(round_id: int, summary: dict, status: str, at: datetime) -> bool:
+def _finish(
+    round_id: int, summary: dict, status: str, at: datetime, progress: dict | None = None
+) -> bool:
     """End a round once: the status moves from running and the event is journaled together
     (a round reaped while it still ran does not finish a second time)."""
+    final = {} if progress is None else {"progress": progress}
     with transaction.atomic():
         changed = ValidationRound.objects.filter(pk=round_id, status=RoundStatus.RUNNING).update(
+            **final,
             finished_at=at,
             status=status,
             summary=summary,
@@ -178,7 +182,7 @@ def _round(*, holder: str, kicked_by: str, now: datetime, on_progress) -> Valida
         work.summary["errors"].append({"rule": None, "error": f"{type(exc).__name__}: {exc}"})
         status = RoundStatus.FAILED
     work.summary["elapsed_s"] = round(time.monotonic() - work.begun, 4)
-    _finish(vround.pk, work.summary, status, timezone.now())
+    _finish(vround.pk, work.summary, status, timezone.now(), work.progress())
     vround.refresh_from_db()
     return vround
 
@@ -426,10 +430,9 @@ class Round:
         """Write every verdict that is ready, before the round waits for anything else."""
         if not self.ready:
             return
+        progress = self.progress()
         ready, self.ready = self.ready, []
-        verdicts_write(
-            round_id=self.row.pk, outcomes=ready, now=timezone.now(), progress=self.progress()
-        )
+        verdicts_write(round_id=self.row.pk, outcomes=ready, now=timezone.now(), progress=progress)
         self.progress_at = time.monotonic()
         for o in ready:
             _count(self.summary, o)
