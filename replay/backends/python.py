@@ -1,4 +1,4 @@
-"""The Python replay backend (SPEC §14): a dotted-path callable `function(case, context)`,
+"""The Python replay backend (semantics §14): a dotted-path callable `function(case, context)`,
 run once per case in a worker thread so a hung harness costs a timeout, not the round (§9.3).
 
 A thread cannot be killed: a backend that ignores its timeout keeps running in the background
@@ -22,7 +22,7 @@ POLL_S = 0.01
 
 @dataclass(frozen=True)
 class ReplayCase:
-    """What a backend gets for one case (SPEC §14)."""
+    """What a backend gets for one case (semantics §14)."""
 
     id: str
     kind: str  # "failing" | "win"
@@ -32,11 +32,15 @@ class ReplayCase:
 
 
 class ReplayContext:
-    """The capability-only context of one case's replay (SPEC §7.3, §14).
+    """The capability-only context of one case's replay (semantics §7.3, §14).
 
     `rules_for(scope, query)` is supplied by the engine: it already hides every other candidate
-    and never touches the database, so a backend running in its own thread is safe to call it.
-    Every rule it returns is remembered for this case only — reads are counted per case."""
+    (and, in the control arm, the candidate too) and never touches the database, so a backend
+    running in its own thread is safe to call it. Every rule it returns is remembered for this
+    replay only — reads are counted per replay.
+
+    `arm` is "treatment" or "control" (semantics §17.1) and `repeat` the 0-based replay of this
+    case in this arm: a harness may use them to seed its own randomness reproducibly."""
 
     def __init__(
         self,
@@ -44,8 +48,12 @@ class ReplayContext:
         session_id: str,
         rules_for: Callable[[str | None, str | None], list[dict]],
         clock: Callable[[], float] = time.monotonic,
+        arm: str = "treatment",
+        repeat: int = 0,
     ):
         self.session_id = session_id
+        self.arm = arm
+        self.repeat = repeat
         self._rules_for = rules_for
         self._clock = clock
         self._lock = threading.Lock()
@@ -107,7 +115,7 @@ def execute(
     env_wait_timeout_s: float,
     poll_started: Callable[[], bool] | None = None,
 ) -> Execution:
-    """Run one case under the timeouts of SPEC §9.3.
+    """Run one case under the timeouts of semantics §9.3.
 
     With an env-wait budget, the wait before `mark_execution_started()` is bounded by it and
     `replay_timeout_s` starts fresh at the signal; without one, `replay_timeout_s` covers both.
