@@ -54,21 +54,21 @@ def failing_cases(
     """The candidate's matching replayable failing cases, newest first (semantics §7.1, §11)."""
     failure_mode = atom_lib.failure_mode_atoms(rule.signature)
     if failure_mode:
-        ids = _newest_with_atoms(sorted(failure_mode, key=lambda a: (counts.get(a, 0), a)), limit)
+        rows = _newest_with_atoms(sorted(failure_mode, key=lambda a: (counts.get(a, 0), a)), limit)
     else:
         query = matching_trajectories(
             rule, kinds=[TrajectoryKind.FAILURE], replayable=True, registry=registry
         )
-        ids = list(query.order_by(*NEWEST_FIRST).values_list("id", flat=True)[:limit])
-    by_id = Trajectory.objects.in_bulk(ids)
-    refs = engine.select_failing_cases(map(case_ref, by_id.values()), limit=limit)
+        rows = list(query.order_by(*NEWEST_FIRST)[:limit])
+    by_id = {t.id: t for t in rows}
+    refs = engine.select_failing_cases(map(case_ref, rows), limit=limit)
     return [by_id[c.id] for c in refs]
 
 
-def _newest_with_atoms(atoms: list[str], limit: int) -> list[str]:
-    """Ids of the newest replayable failures carrying every atom, rarest atom first: its
-    posting list is read (materialised, so the planner cannot start elsewhere) and each of
-    its trajectories probes the (atom, trajectory) index for the others."""
+def _newest_with_atoms(atoms: list[str], limit: int) -> list[Trajectory]:
+    """The newest replayable failures carrying every atom, rarest atom first: its posting
+    list is read (materialised, so the planner cannot start elsewhere) and each of its
+    trajectories probes the (atom, trajectory) index for the others. One round trip."""
     traj, atom = Trajectory._meta.db_table, TrajectoryAtom._meta.db_table
     materialized = "MATERIALIZED" if connection.vendor == "postgresql" else ""
     probes = " ".join(
@@ -77,13 +77,11 @@ def _newest_with_atoms(atoms: list[str], limit: int) -> list[str]:
     )
     sql = (
         f"WITH rare AS {materialized} (SELECT trajectory_id FROM {atom} WHERE atom = %s) "
-        f"SELECT t.id FROM rare JOIN {traj} t ON t.id = rare.trajectory_id "
+        f"SELECT t.* FROM rare JOIN {traj} t ON t.id = rare.trajectory_id "
         f"WHERE t.kind = %s AND t.replayable {probes} "
         "ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [atoms[0], TrajectoryKind.FAILURE, *atoms[1:], limit])
-        return [row[0] for row in cursor.fetchall()]
+    return list(Trajectory.objects.raw(sql, [atoms[0], TrajectoryKind.FAILURE, *atoms[1:], limit]))
 
 
 def protected_wins(scope: str, *, limit: int, cache: dict) -> list[Trajectory]:

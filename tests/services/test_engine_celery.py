@@ -1,7 +1,7 @@
-"""Rounds through real Celery workers on Redis and PostgreSQL (SPEC §3, §9.1).
+"""Rounds through real Celery workers on Redis and PostgreSQL (semantics §3, §9.1).
 
 Run with both services, e.g.:
-    CELERY_BROKER_URL=redis://127.0.0.1:6379/1 DATABASE_URL=postgres://root@127.0.0.1:5432/cw_engine \\
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/4 DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_rounds \\
         .venv/bin/python -m pytest tests/test_engine_celery.py
 The workers are subprocesses pointed at pytest-django's test database (`test_<name>`), so the
 data they see is what the test committed (transactional_db).
@@ -28,7 +28,7 @@ from tests.factories import T0, jsonl, report
 from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SIMULATED = "replay.backends.simulated:replay"
 
 
@@ -52,6 +52,7 @@ def workers(django_db_setup, django_db_blocker):
         "DATABASE_URL": _database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "CAUTERWEB_REPLAY_BACKEND": SIMULATED,
+        "CAUTERWEB_REPLAY_DESIGN": "single",
         "CAUTERWEB_ROUND_SCHEDULE_S": "3600",
     }
     procs = [
@@ -115,7 +116,7 @@ def rounds_settled() -> bool:
 
 
 @pytest.mark.usefixtures("workers", "registry_seeded")
-def test_two_workers_racing_apply_one_verdict(monkeypatch):  # SPEC §3, §9.1
+def test_two_workers_racing_apply_one_verdict(monkeypatch):  # semantics §3, §9.1
     monkeypatch.undo()  # real kicks, through the broker
     corpus(rescuable("F-1"))
     candidate = rule("R-1")
@@ -144,7 +145,7 @@ def test_two_workers_racing_apply_one_verdict(monkeypatch):  # SPEC §3, §9.1
 
 @pytest.mark.usefixtures("workers", "registry_seeded")
 def test_a_report_kicks_a_round_on_a_worker_that_journals_the_verdict(monkeypatch):
-    monkeypatch.undo()  # SPEC §8, §9.1 end to end: report in → round kicked → verdict
+    monkeypatch.undo()  # semantics §8, §9.1 end to end: report in → round kicked → verdict
     rule("R-9", signature=["tool:kubectl", "error:image_pull_backoff"])
     wait_for(rounds_settled)
     before = ValidationRound.objects.count()
