@@ -561,27 +561,35 @@ def test_a_rule_a_reviewer_retires_during_its_own_replay_is_skipped_at_the_write
     assert (vround.summary["skipped"], vround.summary["promoted"]) == (1, 1)
 
 
-def test_a_verdict_is_written_before_the_next_candidate_replays(registry_seeded):
-    # semantics §18: written as soon as decided, not held back by another candidate's replay
+def test_a_verdict_is_written_without_waiting_for_the_next_candidates_replay(
+    registry_seeded, monkeypatch
+):  # semantics §18: written as soon as decided, never held back by another replay
+    from replay import rounds
+
     corpus(failing("F-1"))
     rule("R-1")
     rule("R-2", directive="another directive")
+    written = {rid: threading.Event() for rid in ("R-1", "R-2")}
+    real_write = rounds.verdicts_write
+
+    def write(**kwargs):
+        real_write(**kwargs)
+        for outcome in kwargs["outcomes"]:
+            written[outcome.rule.id].set()
+
+    monkeypatch.setattr(rounds, "verdicts_write", write)
     seen = {}
 
     def look(case, context):
-        seen[case.rule["id"]] = list(
-            JournalEvent.objects.filter(type__in=["validation_verdict", "rule_promoted"])
-            .order_by("id")
-            .values_list("type", "rule_id")
-        )
+        if case.rule["id"] == "R-2":
+            # R-2's replay ends only once R-1's verdict is written (or after 10 s).
+            seen["R-1 written during R-2's replay"] = written["R-1"].wait(timeout=10)
         return read_and_return(task_completion=0.9)(case, context)
 
     SCRIPT["F-1"] = look
     round_run()
-    assert seen == {
-        "R-1": [],
-        "R-2": [("validation_verdict", "R-1"), ("rule_promoted", "R-1")],
-    }
+    assert seen == {"R-1 written during R-2's replay": True}
+    assert [e.rule_id for e in events(type_="rule_promoted")] == ["R-1", "R-2"]
 
 
 @pytest.mark.django_db
