@@ -309,14 +309,21 @@ class CeleryPool:
     """Replays as Celery tasks on any worker (semantics §18 with a broker); the round polls
     their rows for results."""
 
-    def __init__(self, cfg: RoundConfig, round_id: int, *, send: Callable[[str], None]):
-        self.cfg, self.round_id, self._send = cfg, round_id, send
+    def __init__(
+        self,
+        cfg: RoundConfig,
+        round_id: int,
+        *,
+        send: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.cfg, self.round_id, self._send, self._clock = cfg, round_id, send, clock
         self.slots = cfg.concurrency
         self._flights: dict[str, tuple[Job, float]] = {}
 
     def submit(self, job: Job, case: ReplayCase | None = None, context=None) -> None:
         open_session(job, self.round_id, status=ReplayStatus.QUEUED)
-        self._flights[job.session_id] = (job, time.monotonic())
+        self._flights[job.session_id] = (job, self._clock())
         self._send(job.session_id)
 
     def busy(self) -> int:
@@ -345,7 +352,7 @@ class CeleryPool:
         allowed = self.cfg.env_wait_timeout_s + self.cfg.replay_timeout_s + LOST_GRACE_S
         if not (self.cfg.replay_timeout_s > 0):
             return []
-        now = time.monotonic()
+        now = self._clock()
         late = [sid for sid, (_, at) in self._flights.items() if now - at > allowed]
         out = []
         for sid in late:
