@@ -26,7 +26,7 @@ def _layout(title: str, **extra) -> dict:
 
 
 def delta_distributions(cases: list[dict], *, promote_margin: float, regress_margin: float) -> dict:
-    """Per-metric distribution of replay deltas (SPEC §7.6) over scored cases, with the band
+    """Per-metric distribution of replay deltas (semantics §7.6) over scored cases, with the band
     between the regression and promotion margins shaded: points outside it decided something."""
     deltas: dict[str, list[float]] = defaultdict(list)
     labels: dict[str, list[str]] = defaultdict(list)
@@ -77,7 +77,7 @@ def delta_distributions(cases: list[dict], *, promote_margin: float, regress_mar
 
 
 def extraction_scatter(rows: list[dict]) -> dict:
-    """Token-F1 against the semantic score per rule (SPEC §12). Rewordings sit high above the
+    """Token-F1 against the semantic score per rule (semantics §12). Rewordings sit high above the
     diagonal: the meaning matches although the words do not."""
     by_verdict: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
@@ -119,7 +119,7 @@ def extraction_scatter(rows: list[dict]) -> dict:
 
 
 def verdicts_per_round(counts: list[tuple[int, str, int]]) -> dict:
-    """Stacked bars of verdict outcomes per round (SPEC §10 `validation_verdict`)."""
+    """Stacked bars of verdict outcomes per round (semantics §10 `validation_verdict`)."""
     rounds = sorted({round_id for round_id, _, _ in counts})
     table = {(round_id, outcome): n for round_id, outcome, n in counts}
     outcomes = [o for o in OUTCOME_COLOURS if any(o == out for _, out, _ in counts)]

@@ -1,4 +1,4 @@
-"""Kicking a round (SPEC §9.1): each report and each new candidate asks for one.
+"""Kicking a round (semantics §9.1): each report and each new candidate asks for one.
 
 A kick never raises: a broker that is down is logged and journaled, and the request that
 kicked goes on — the report or candidate is already stored and the periodic schedule picks the

@@ -1,4 +1,4 @@
-"""The single-flight round lock (SPEC §9.1): at most one round at a time across all workers,
+"""The single-flight round lock (semantics §9.1): at most one round at a time across all workers,
 and a lock that expires if its holder dies.
 
 Redis (`SET NX PX`) when `CAUTERWEB_LOCK_URL` is a Redis URL; otherwise the EngineLock row,

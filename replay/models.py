@@ -1,4 +1,4 @@
-"""Validation rounds (SPEC §9). What a round decided lives in the journal (SPEC §10); this
+"""Validation rounds (semantics §9). What a round decided lives in the journal (semantics §10); this
 table holds the round's own bookkeeping: its queue, budget, status and summary."""
 
 from django.db import models
@@ -16,11 +16,11 @@ class ValidationRound(models.Model):
     status = models.CharField(
         max_length=16, choices=RoundStatus.choices, default=RoundStatus.RUNNING
     )
-    # Rule ids in the order this round takes them (SPEC §9.2 rotation).
+    # Rule ids in the order this round takes them (semantics §9.2 rotation).
     queue = models.JSONField(default=list)
     budget_s = models.FloatField(default=0.0)
     replay_wired = models.BooleanField(default=False)
-    # decided, pending, promoted, retired, budget_exhausted, elapsed_s (SPEC §10).
+    # decided, pending, promoted, retired, budget_exhausted, elapsed_s (semantics §10).
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     kicked_by = models.CharField(max_length=64, blank=True)
@@ -38,7 +38,7 @@ class ValidationRound(models.Model):
 
 
 class EngineLock(models.Model):
-    """The database flavour of the single-flight round lock (SPEC §9.1), used when the broker
+    """The database flavour of the single-flight round lock (semantics §9.1), used when the broker
     is not Redis. Claimed by a conditional UPDATE; expires if its holder dies."""
 
     name = models.CharField(max_length=64, primary_key=True)

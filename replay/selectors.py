@@ -34,8 +34,8 @@ class QueueRow:
 
 
 def queue_rows(queue: list[str], events: list[JournalEvent], *, start: int = 1) -> list[QueueRow]:
-    """One row per queued candidate in the round's order (SPEC §9.2), with the validator it got
-    and its verdict (SPEC §10); a candidate not reached yet has neither."""
+    """One row per queued candidate in the round's order (semantics §9.2), with the validator it got
+    and its verdict (semantics §10); a candidate not reached yet has neither."""
     started = {e.rule_id: e.evidence for e in events if e.type == "validation_candidate_started"}
     verdicts = {e.rule_id: e.evidence for e in events if e.type == "validation_verdict"}
     rows = []
@@ -108,7 +108,7 @@ def last_rounds(*, limit: int = 5) -> list[ValidationRound]:
 
 
 def replay_case_evidence(*, limit: int = CHART_CASE_LIMIT) -> list[dict]:
-    """The evidence of the latest `validation_replay_case` events (SPEC §10)."""
+    """The evidence of the latest `validation_replay_case` events (semantics §10)."""
     return list(
         JournalEvent.objects.filter(type="validation_replay_case")
         .order_by("-at", "-id")

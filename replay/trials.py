@@ -1,4 +1,4 @@
-"""Forward-trial enrolment and counts (SPEC §8), set-based so a report costs the same with one
+"""Forward-trial enrolment and counts (semantics §8), set-based so a report costs the same with one
 candidate in force or a thousand: the database enrols every candidate in one statement per
 session — never a query, or a Python object, per candidate."""
 
@@ -18,7 +18,7 @@ from .engine import Trial
 
 def _hit_names(notices: Iterable[str], registry) -> list[str]:
     """Every metric name (with its aliases) a session's notices hit: a rule whose metric is
-    among them showed its target condition (SPEC §8)."""
+    among them showed its target condition (semantics §8)."""
     names: set[str] = set()
     for atom in notices:
         metric = notice_metric(atom)

@@ -39,7 +39,7 @@ def round_detail(request, round_id: int):
 @require_POST
 @reviewer_required
 def round_start(request):
-    """Ask for a round (SPEC §9.1). The kick never raises; its detail tells the reviewer
+    """Ask for a round (semantics §9.1). The kick never raises; its detail tells the reviewer
     whether it was queued."""
     result = kick_round(reason="dashboard")
     if result["queued"]:

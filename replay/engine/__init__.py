@@ -1,8 +1,8 @@
-"""Every decision of the validation engine (SPEC §6–§9) as plain functions over plain data.
+"""Every decision of the validation engine (semantics §6–§9) as plain functions over plain data.
 
-Nothing here touches the database, a backend or the clock: `replay.services` gathers the
+Nothing here touches the database, a backend or the clock: `replay.rounds` gathers the
 facts, asks these functions, and writes what they decided. That is what lets the tests run
-every rule of the spec exhaustively without a database.
+every rule of the semantics exhaustively without a database.
 """
 
 from collections.abc import Iterable, Sequence
@@ -15,7 +15,7 @@ from lifecycle.metrics import Registry
 REPLAY = "replay"
 FORWARD_TRIAL = "forward_trial"
 
-# Per-case outcomes (SPEC §7.5).
+# Per-case outcomes (semantics §7.5).
 SCORED = "scored"
 INCONCLUSIVE = "inconclusive"
 ENV_WAIT_TIMEOUT = "env_wait_timeout"
@@ -23,20 +23,20 @@ NOT_EXERCISED = "candidate_not_exercised"
 # A control replay shown the candidate (semantics §17.2): the engine's fault, never a sample.
 ENGINE_DEFECT = "engine_defect"
 
-# Attribution decisions (SPEC §7.7).
+# Attribution decisions (semantics §7.7).
 ATTRIBUTABLE = "attributable"
 NOT_ATTRIBUTABLE = "not_attributable"
 IMPROVED = "improved"
 WITHIN_MARGIN = "within_margin"
 
-# Pending reasons (SPEC §10).
+# Pending reasons (semantics §10).
 TRIAL_IN_PROGRESS = "trial_in_progress"
 NO_MATCHING_REPLAYABLE_CASE = "no_matching_replayable_case"
 REPLAY_INCONCLUSIVE = "replay_inconclusive"
 ROUND_BUDGET_EXHAUSTED = "round_budget_exhausted"
 
 OUTCOME_METRIC = "outcome_correct"
-# Replay scores tiers 0–2 only; tier 3 rollups are too broad to blame on one rule (SPEC §1, §7.4).
+# Replay scores tiers 0–2 only; tier 3 rollups are too broad to blame on one rule (semantics §1, §7.4).
 MAX_REPLAY_TIER = 2
 
 
@@ -57,7 +57,7 @@ class CaseRef:
 
 @dataclass(frozen=True)
 class CaseScore:
-    """What one replayed case showed (SPEC §7.4–§7.7)."""
+    """What one replayed case showed (semantics §7.4–§7.7)."""
 
     case: str
     kind: str  # "failing" | "win"
@@ -98,7 +98,7 @@ class Trial:
         }
 
 
-# --- rounds (SPEC §9.2) ------------------------------------------------------------------------
+# --- rounds (semantics §9.2) ------------------------------------------------------------------------
 
 
 def rotate(candidates: Sequence[tuple], previous_first: tuple | None) -> list[str]:
@@ -115,20 +115,20 @@ def rotate(candidates: Sequence[tuple], previous_first: tuple | None) -> list[st
 
 
 def budget_exhausted(*, budget_s: float, elapsed_s: float) -> bool:
-    """Checked before each candidate; 0 means unlimited (SPEC §9.2)."""
+    """Checked before each candidate; 0 means unlimited (semantics §9.2)."""
     return budget_s > 0 and elapsed_s >= budget_s
 
 
 def choose_validator(
     *, replay_wired: bool, replay_attempts: int, max_replay_attempts: int, over_budget: bool
 ) -> str:
-    """Replay while it is wired, within budget and not yet tried max times (SPEC §7.10, §8)."""
+    """Replay while it is wired, within budget and not yet tried max times (semantics §7.10, §8)."""
     if replay_wired and not over_budget and replay_attempts < max_replay_attempts:
         return REPLAY
     return FORWARD_TRIAL
 
 
-# --- case selection (SPEC §7.1, §7.2) ----------------------------------------------------------
+# --- case selection (semantics §7.1, §7.2) ----------------------------------------------------------
 
 
 def _newest_first(cases: Iterable[CaseRef]) -> list[CaseRef]:
@@ -153,14 +153,14 @@ def select_protected_wins(wins: Iterable[CaseRef], *, scope: str, limit: int) ->
     ]
 
 
-# --- scoring (SPEC §6, §7.4–§7.8) --------------------------------------------------------------
+# --- scoring (semantics §6, §7.4–§7.8) --------------------------------------------------------------
 
 
 def metric_deltas(original: dict, replayed: dict, registry: Registry) -> dict:
     """{metric: {original, replayed, delta}} for every tier 0–2 metric present in both.
 
     Positive always means better: a lower-is-better metric is negated. A metric absent from
-    either side is skipped, never scored as a failure (SPEC §6, §7.6)."""
+    either side is skipped, never scored as a failure (semantics §6, §7.6)."""
     out = {}
     for name in sorted(set(original) & set(replayed)):
         info = registry.resolve(name)
@@ -204,7 +204,7 @@ def retire_on(
     failing_case_atoms: Iterable[Iterable[str]],
     registry: Registry,
 ) -> list[str]:
-    """The metrics a failing case may be blamed on (SPEC §7.7): `outcome_correct`, the rule's
+    """The metrics a failing case may be blamed on (semantics §7.7): `outcome_correct`, the rule's
     metric, and the metrics of its failure signatures — the notice atoms of the rule and of the
     failing cases it matched."""
     names = {OUTCOME_METRIC}
@@ -225,7 +225,7 @@ def deciding_metric(
     trigger_metric: str | None,
     margins: Margins,
 ) -> str | None:
-    """The first metric in the trust order of SPEC §6 that this case has a delta for.
+    """The first metric in the trust order of semantics §6 that this case has a delta for.
 
     The verifier's `outcome_correct` counts only when it answered for this case; "don't know"
     contributes nothing and vetoes nothing. With none of them, the metric that moved most past
@@ -243,7 +243,7 @@ def deciding_metric(
 def attribute(
     deltas: dict, *, kind: str, retire_on_metrics: Iterable[str], margins: Margins
 ) -> list[dict]:
-    """One attribution decision per scored metric (SPEC §7.7).
+    """One attribution decision per scored metric (semantics §7.7).
 
     On a failing case a regression counts only on `retire_on` metrics: a dip elsewhere is
     noise the rule cannot be blamed for. On a protected win any regression counts: a rule that
@@ -275,7 +275,7 @@ def case_outcome(
     deltas: dict,
     candidate_read: bool,
 ) -> str:
-    """Exactly one outcome per case (SPEC §7.5). `failed`: the backend raised or ran out of
+    """Exactly one outcome per case (semantics §7.5). `failed`: the backend raised or ran out of
     `replay_timeout_s`. No shared metric is as inconclusive as an error: nothing was measured."""
     if env_wait_expired:
         return ENV_WAIT_TIMEOUT
@@ -364,7 +364,7 @@ def score_case(
 
 
 def decide_replay(cases: Sequence[CaseScore], *, margins: Margins) -> Verdict:
-    """The replay verdict, in the order of SPEC §7.9."""
+    """The replay verdict, in the order of semantics §7.9."""
     if not cases:
         return Verdict(
             "pending", REPLAY, "no matching replayable failing case", NO_MATCHING_REPLAYABLE_CASE
@@ -411,7 +411,7 @@ def decide_replay(cases: Sequence[CaseScore], *, margins: Margins) -> Verdict:
     )
 
 
-# --- forward trials (SPEC §8) ------------------------------------------------------------------
+# --- forward trials (semantics §8) ------------------------------------------------------------------
 
 
 def decide_trial(trial: Trial, *, min_sessions: int, margins: Margins) -> Verdict:
@@ -438,7 +438,7 @@ def decide_candidate(
     min_sessions: int,
     margins: Margins,
 ) -> Verdict:
-    """Combine the replay verdict (if replay ran) with the forward trial (SPEC §7.10, §8, §9.2).
+    """Combine the replay verdict (if replay ran) with the forward trial (semantics §7.10, §8, §9.2).
 
     A decisive replay stands. Otherwise the trial is consulted in the same round: if it can
     decide, it decides; if not, the candidate keeps the replay's pending reason — or

@@ -25,7 +25,7 @@ from lifecycle.models import JournalEvent, Rule
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.factories import T0, jsonl, report
-from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
+from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parent.parent.parent

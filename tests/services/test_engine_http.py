@@ -14,7 +14,7 @@ from replay.backends import http
 from replay.models import ReplaySession
 from replay.rounds import round_run
 from tests.factories import T0
-from tests.test_engine_scenarios import (  # noqa: F401  (fixtures)
+from tests.services.test_engine_scenarios import (  # noqa: F401  (fixtures)
     case_events,
     corpus,
     failing,
@@ -67,7 +67,7 @@ def remote(settings):
 
 
 @pytest.mark.usefixtures("registry_seeded", "remote")
-def test_a_remote_harness_replays_through_signed_requests_and_the_api(monkeypatch):  # SPEC §14
+def test_a_remote_harness_replays_through_signed_requests_and_the_api(monkeypatch):  # semantics §14
     received = []
     monkeypatch.setattr(http.requests, "post", harness(received=received))
     corpus(failing("F-1"))
@@ -121,7 +121,7 @@ def test_reads_under_the_replay_session_by_any_other_route_do_not_count(monkeypa
 @pytest.mark.usefixtures("registry_seeded", "remote")
 def test_a_remote_harness_that_never_signals_start_is_env_wait_timeout(
     monkeypatch, settings
-):  # SPEC §9.3
+):  # semantics §9.3
     settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 0.2
     import threading
 

@@ -11,7 +11,7 @@ from replay.config import RoundConfig
 from replay.dispatch import CeleryPool, Job, RoundContext, ThreadPool
 from replay.engine import Margins
 from replay.models import ReplaySession
-from tests.test_engine_scenarios import rule
+from tests.services.test_engine_scenarios import rule
 
 
 def config(backend, *, timeout: float = 30.0, concurrency: int = 1) -> RoundConfig:

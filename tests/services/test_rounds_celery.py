@@ -25,7 +25,7 @@ from replay import lock
 from replay.models import ReplaySession, RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.services.test_engine_celery import _database_url, wait_for
-from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule, win  # noqa: F401
+from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule, win  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -6,7 +6,7 @@ import pytest
 from lifecycle.models import JournalEvent, Rule
 from replay.models import ReplaySample
 from replay.rounds import round_run
-from tests.test_engine_scenarios import corpus, failing, rule
+from tests.services.test_engine_scenarios import corpus, failing, rule
 
 ARMS_SEEN: list = []
 

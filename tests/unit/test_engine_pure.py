@@ -42,13 +42,13 @@ def keys(*ids):
         ("C", ["A", "B", "C"]),
     ],
 )
-def test_rounds_rotate_abc_bca_cab(previous, expected):  # SPEC §9.2
+def test_rounds_rotate_abc_bca_cab(previous, expected):  # semantics §9.2
     ks = keys("A", "B", "C")
     prev = next((k for k in ks if k[1] == previous), None)
     assert engine.rotate(ks, prev) == expected
 
 
-def test_rotation_starts_past_a_previous_first_that_was_decided_since():  # SPEC §9.2
+def test_rotation_starts_past_a_previous_first_that_was_decided_since():  # semantics §9.2
     ks = keys("A", "B", "C")
     gone = (T + timedelta(minutes=1, seconds=30), "B2")  # sorted between B and C, now decided
     assert engine.rotate(ks, gone) == ["C", "A", "B"]
@@ -63,7 +63,7 @@ def test_rotation_of_nothing_is_nothing():
     [(0, 1e9, False), (1.0, 0.5, False), (1.0, 1.0, True), (0.001, 0.002, True)],
 )
 def test_budget_zero_is_unlimited_and_is_checked_against_elapsed(budget, elapsed, over):
-    assert engine.budget_exhausted(budget_s=budget, elapsed_s=elapsed) is over  # SPEC §9.2
+    assert engine.budget_exhausted(budget_s=budget, elapsed_s=elapsed) is over  # semantics §9.2
 
 
 @pytest.mark.parametrize(
@@ -71,9 +71,9 @@ def test_budget_zero_is_unlimited_and_is_checked_against_elapsed(budget, elapsed
     [
         (True, 0, False, "replay"),
         (True, 2, False, "replay"),
-        (True, 3, False, "forward_trial"),  # SPEC §7.10: replay no longer tried
-        (True, 0, True, "forward_trial"),  # SPEC §9.2: past the budget
-        (False, 0, False, "forward_trial"),  # SPEC §8: no backend
+        (True, 3, False, "forward_trial"),  # semantics §7.10: replay no longer tried
+        (True, 0, True, "forward_trial"),  # semantics §9.2: past the budget
+        (False, 0, False, "forward_trial"),  # semantics §8: no backend
     ],
 )
 def test_the_validator_is_replay_while_wired_within_budget_and_attempts(
@@ -90,7 +90,7 @@ def test_the_validator_is_replay_while_wired_within_budget_and_attempts(
 # --- §7.1, §7.2 case selection ----------------------------------------------------------------
 
 
-def test_failing_cases_are_newest_first_then_by_id_and_capped():  # SPEC §7.1
+def test_failing_cases_are_newest_first_then_by_id_and_capped():  # semantics §7.1
     cases = [
         CaseRef("F-1", T),
         CaseRef("F-3", T + timedelta(hours=1)),
@@ -101,7 +101,7 @@ def test_failing_cases_are_newest_first_then_by_id_and_capped():  # SPEC §7.1
     assert [c.id for c in engine.select_failing_cases(cases, limit=9)][-1] == "F-0"
 
 
-def test_protected_wins_prefer_the_candidates_scope_then_newest():  # SPEC §7.2
+def test_protected_wins_prefer_the_candidates_scope_then_newest():  # semantics §7.2
     wins = [
         CaseRef("S-1", T + timedelta(hours=3), "docs"),
         CaseRef("S-2", T + timedelta(hours=2), "git"),
@@ -120,7 +120,7 @@ def test_protected_wins_prefer_the_candidates_scope_then_newest():  # SPEC §7.2
 # --- §7.6 deltas ------------------------------------------------------------------------------
 
 
-def test_deltas_cover_tiers_0_to_2_present_on_both_sides_only():  # SPEC §7.4, §7.6
+def test_deltas_cover_tiers_0_to_2_present_on_both_sides_only():  # semantics §7.4, §7.6
     out = engine.metric_deltas(
         {"task_completion": 0.2, "plan_quality": 0.5, "coherence": 0.8, "unknown": 0.1},
         {"task_completion": 0.9, "plan_quality": 0.1, "tool_correctness": 1.0, "unknown": 0.9},
@@ -129,12 +129,12 @@ def test_deltas_cover_tiers_0_to_2_present_on_both_sides_only():  # SPEC §7.4, 
     assert out == {"task_completion": {"original": 0.2, "replayed": 0.9, "delta": 0.7}}
 
 
-def test_a_lower_is_better_metric_is_negated_so_positive_means_better():  # SPEC §1, §7.6
+def test_a_lower_is_better_metric_is_negated_so_positive_means_better():  # semantics §1, §7.6
     out = engine.metric_deltas({"error_rate": 0.4}, {"error_rate": 0.1}, REGISTRY)
     assert out["error_rate"]["delta"] == pytest.approx(0.3)
 
 
-def test_an_alias_is_scored_under_its_metric():  # SPEC §1 family
+def test_an_alias_is_scored_under_its_metric():  # semantics §1 family
     out = engine.metric_deltas({"completion": 0.2}, {"completion": 0.5}, REGISTRY)
     assert list(out) == ["task_completion"]
 
@@ -184,16 +184,16 @@ def test_the_deciding_metric_follows_the_trust_order(
             margins=M,
         )
         == expected
-    )  # SPEC §6
+    )  # semantics §6
 
 
-def test_the_trigger_metric_is_the_notice_atom_of_the_case():  # SPEC §6.3
+def test_the_trigger_metric_is_the_notice_atom_of_the_case():  # semantics §6.3
     atoms = ["tool:git", "breach:completion", "error:x"]
     assert engine.signature_metric(atoms, REGISTRY) == "task_completion"
     assert engine.signature_metric(["tool:git"], REGISTRY) is None
 
 
-def test_retire_on_is_outcome_rule_metric_and_failure_signature_metrics():  # SPEC §7.7
+def test_retire_on_is_outcome_rule_metric_and_failure_signature_metrics():  # semantics §7.7
     assert engine.retire_on(
         rule_metric="completion",
         rule_signature=["action:git.push", "stall:tool_correctness"],
@@ -243,7 +243,7 @@ def test_each_case_has_exactly_one_outcome(env, failed, deltas, read, outcome):
     assert (
         engine.case_outcome(env_wait_expired=env, failed=failed, deltas=deltas, candidate_read=read)
         == outcome
-    )  # SPEC §7.5
+    )  # semantics §7.5
 
 
 # --- §7.8, §7.9 decision -----------------------------------------------------------------------
@@ -264,17 +264,17 @@ def score(case, kind="failing", outcome="scored", **deltas):
     )
 
 
-def test_improvement_past_the_margin_promotes():  # SPEC §7.8
+def test_improvement_past_the_margin_promotes():  # semantics §7.8
     v = engine.decide_replay([score("F-1", task_completion=0.05)], margins=M)
     assert (v.outcome, v.deciding_metric) == ("promote", "task_completion")
 
 
-def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # SPEC §7.9
+def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # semantics §7.9
     v = engine.decide_replay([score("F-1", task_completion=0.04)], margins=M)
     assert (v.outcome, v.reason) == ("retire", "no improvement on F-1")
 
 
-def test_an_attributable_regression_outranks_an_improvement():  # SPEC §7.9 order
+def test_an_attributable_regression_outranks_an_improvement():  # semantics §7.9 order
     v = engine.decide_replay(
         [score("F-1", task_completion=0.5), score("S-1", "win", coherence=-0.2)], margins=M
     )
@@ -282,12 +282,12 @@ def test_an_attributable_regression_outranks_an_improvement():  # SPEC §7.9 ord
     assert "protected win S-1" in v.reason and "coherence" in v.reason
 
 
-def test_an_unrelated_dip_on_a_failing_case_does_not_retire():  # SPEC §7.7
+def test_an_unrelated_dip_on_a_failing_case_does_not_retire():  # semantics §7.7
     v = engine.decide_replay([score("F-1", task_completion=0.3, coherence=-0.09)], margins=M)
     assert v.outcome == "promote"
 
 
-def test_one_improved_case_is_enough():  # SPEC §7.8
+def test_one_improved_case_is_enough():  # semantics §7.8
     v = engine.decide_replay(
         [score("F-1", task_completion=0.0), score("F-2", task_completion=0.4)], margins=M
     )
@@ -307,10 +307,10 @@ def test_no_scored_failing_case_is_pending_with_the_reason_that_accounts_for_it(
     cases = [score(f"F-{i}", outcome=o) for i, o in enumerate(outcomes)]
     cases.append(score("S-1", "win", coherence=0.0))
     v = engine.decide_replay(cases, margins=M)
-    assert (v.outcome, v.pending_reason) == ("pending", reason)  # SPEC §7.9
+    assert (v.outcome, v.pending_reason) == ("pending", reason)  # semantics §7.9
 
 
-def test_no_case_at_all_is_no_matching_replayable_case():  # SPEC §7.1
+def test_no_case_at_all_is_no_matching_replayable_case():  # semantics §7.1
     v = engine.decide_replay([], margins=M)
     assert (v.outcome, v.pending_reason) == ("pending", "no_matching_replayable_case")
 
@@ -328,7 +328,7 @@ def test_no_case_at_all_is_no_matching_replayable_case():  # SPEC §7.1
         (5, 5, 1.0, "retire"),
     ],
 )
-def test_the_trial_verdict(enrolled, breached, baseline, outcome):  # SPEC §8
+def test_the_trial_verdict(enrolled, breached, baseline, outcome):  # semantics §8
     v = engine.decide_trial(Trial(enrolled, breached, baseline), min_sessions=5, margins=M)
     assert v.outcome == outcome and v.validator == "forward_trial"
     if outcome == "pending":
@@ -363,7 +363,7 @@ OPEN_TRIAL = Trial(1, 0, 1.0)
 )
 def test_a_pending_replay_consults_the_trial_in_the_same_round(
     replay, trial, over, outcome, validator, reason
-):  # SPEC §7.10, §9.2
+):  # semantics §7.10, §9.2
     v = engine.decide_candidate(
         replay=replay, trial=trial, over_budget=over, min_sessions=5, margins=M
     )

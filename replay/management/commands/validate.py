@@ -7,7 +7,7 @@ from replay.rounds import round_run, rules_summary, run_until_settled
 
 
 class Command(JsonCommand):
-    help = "Run one validation round, or rounds until standstill (SPEC §9.4, §15)."
+    help = "Run one validation round, or rounds until standstill (semantics §9.4, §15)."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

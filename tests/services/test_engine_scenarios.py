@@ -1,5 +1,5 @@
 """Validation rounds end to end on the database, driven by a scripted Python backend
-(SPEC §6–§10, §14). Each test names the rule of the spec it holds the engine to."""
+(semantics §6–§10, §14). Each test names the rule of the spec it holds the engine to."""
 
 import io
 import threading
@@ -22,7 +22,7 @@ from replay.rounds import round_run, run_until_settled
 from replay.trials import trial_enrol
 from tests.factories import T0, candidate, jsonl, report, trajectory
 
-BACKEND = "tests.test_engine_scenarios:scripted"
+BACKEND = "tests.services.test_engine_scenarios:scripted"
 SIGNATURE = ["tool:git", "action:git.push", "error:non_fast_forward"]
 ORIGINAL = {"outcome_correct": 0.0, "task_completion": 0.3, "coherence": 0.8, "plan_quality": 0.5}
 WIN = {"outcome_correct": 1.0, "task_completion": 0.9, "coherence": 0.85}
@@ -140,7 +140,7 @@ def state_of(rule_id="R-1"):
 
 
 @pytest.mark.django_db
-def test_an_improvement_past_the_margin_promotes_with_exact_journal_rows():  # SPEC §7.8, §10
+def test_an_improvement_past_the_margin_promotes_with_exact_journal_rows():  # semantics §7.8, §10
     corpus(failing("F-1"), win("S-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9)
@@ -178,7 +178,7 @@ def test_an_improvement_past_the_margin_promotes_with_exact_journal_rows():  # S
 
 
 @pytest.mark.django_db
-def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # SPEC §7.8, §7.9
+def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # semantics §7.8, §7.9
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.34)  # +0.04 < 0.05
@@ -189,7 +189,7 @@ def test_an_improvement_just_below_the_margin_retires_for_no_improvement():  # S
 
 
 @pytest.mark.django_db
-def test_a_win_case_regression_retires_and_names_the_win():  # SPEC §7.7 protected wins
+def test_a_win_case_regression_retires_and_names_the_win():  # semantics §7.7 protected wins
     corpus(failing("F-1"), win("S-7"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9)
@@ -203,7 +203,7 @@ def test_a_win_case_regression_retires_and_names_the_win():  # SPEC §7.7 protec
 
 
 @pytest.mark.django_db
-def test_an_unrelated_coherence_drop_does_not_retire():  # SPEC §7.7
+def test_an_unrelated_coherence_drop_does_not_retire():  # semantics §7.7
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9, coherence=0.71)  # −0.09
@@ -214,7 +214,7 @@ def test_an_unrelated_coherence_drop_does_not_retire():  # SPEC §7.7
 
 
 @pytest.mark.django_db
-def test_a_drop_on_the_target_metric_retires():  # SPEC §7.7 retire_on
+def test_a_drop_on_the_target_metric_retires():  # semantics §7.7 retire_on
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.2, outcome_correct=0.0)
@@ -240,8 +240,8 @@ def scripted_verifier(session, replay_input):
 
 
 @pytest.mark.django_db
-def test_the_verifier_outranks_the_declared_metric(settings):  # SPEC §6.1
-    settings.CAUTERWEB_VERIFIER = "tests.test_engine_scenarios:scripted_verifier"
+def test_the_verifier_outranks_the_declared_metric(settings):  # semantics §6.1
+    settings.CAUTERWEB_VERIFIER = "tests.services.test_engine_scenarios:scripted_verifier"
     VERDICTS["answer"] = 0.0  # the outcome is still wrong, whatever task_completion says
     corpus(failing("F-1"))
     rule()
@@ -253,8 +253,8 @@ def test_the_verifier_outranks_the_declared_metric(settings):  # SPEC §6.1
 
 
 @pytest.mark.django_db
-def test_a_verifier_that_does_not_know_vetoes_nothing(settings):  # SPEC §6.1
-    settings.CAUTERWEB_VERIFIER = "tests.test_engine_scenarios:scripted_verifier"
+def test_a_verifier_that_does_not_know_vetoes_nothing(settings):  # semantics §6.1
+    settings.CAUTERWEB_VERIFIER = "tests.services.test_engine_scenarios:scripted_verifier"
     VERDICTS["answer"] = None
     corpus(failing("F-1"))
     rule()
@@ -268,7 +268,7 @@ def test_a_verifier_that_does_not_know_vetoes_nothing(settings):  # SPEC §6.1
 
 
 @pytest.mark.django_db
-def test_a_never_read_candidate_is_not_exercised_and_reads_count_per_case():  # SPEC §7.5
+def test_a_never_read_candidate_is_not_exercised_and_reads_count_per_case():  # semantics §7.5
     corpus(failing("F-1", minutes=2), failing("F-2", minutes=1))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.3)  # read, no improvement
@@ -292,7 +292,7 @@ def test_a_never_read_candidate_is_not_exercised_and_reads_count_per_case():  # 
 
 
 @pytest.mark.django_db
-def test_only_unread_cases_leave_the_candidate_pending_not_exercised():  # SPEC §7.5, §7.9
+def test_only_unread_cases_leave_the_candidate_pending_not_exercised():  # semantics §7.5, §7.9
     corpus(failing("F-1"))
     rule()
 
@@ -306,7 +306,7 @@ def test_only_unread_cases_leave_the_candidate_pending_not_exercised():  # SPEC 
 
 
 @pytest.mark.django_db
-def test_the_context_hides_other_candidates_and_shows_active_rules():  # SPEC §7.3
+def test_the_context_hides_other_candidates_and_shows_active_rules():  # semantics §7.3
     corpus(failing("F-1"))
     other = candidate("R-0", signature=["action:deploy"], scope="git")
     active = candidate("A-1", signature=["action:git.pull"], scope="git")
@@ -325,7 +325,7 @@ def test_the_context_hides_other_candidates_and_shows_active_rules():  # SPEC §
 
 
 @pytest.mark.django_db
-def test_a_backend_that_raises_is_inconclusive_and_the_round_finishes():  # SPEC §7.5, §7.11
+def test_a_backend_that_raises_is_inconclusive_and_the_round_finishes():  # semantics §7.5, §7.11
     corpus(failing("F-1"))
     rule("R-1")
     rule("R-2", directive="something else entirely")
@@ -343,7 +343,7 @@ def test_a_backend_that_raises_is_inconclusive_and_the_round_finishes():  # SPEC
 
 
 @pytest.mark.django_db
-def test_a_hung_backend_times_out(settings):  # SPEC §7.5, §9.3
+def test_a_hung_backend_times_out(settings):  # semantics §7.5, §9.3
     settings.CAUTERWEB_REPLAY_TIMEOUT_S = 0.2
     release = threading.Event()
     corpus(failing("F-1"))
@@ -365,7 +365,7 @@ def test_a_hung_backend_times_out(settings):  # SPEC §7.5, §9.3
 
 
 @pytest.mark.django_db
-def test_the_env_wait_is_not_charged_to_the_replay_timeout(settings):  # SPEC §9.3
+def test_the_env_wait_is_not_charged_to_the_replay_timeout(settings):  # semantics §9.3
     settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 2.0
     settings.CAUTERWEB_REPLAY_TIMEOUT_S = 0.3
     corpus(failing("F-1"))
@@ -390,7 +390,7 @@ def test_the_env_wait_is_not_charged_to_the_replay_timeout(settings):  # SPEC §
 
 @pytest.mark.django_db
 def test_a_backend_that_never_starts_is_env_wait_timeout_and_stays_a_candidate(settings):
-    settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 0.1  # SPEC §7.5, §9.3
+    settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 0.1  # semantics §7.5, §9.3
     release = threading.Event()
     corpus(failing("F-1"))
     rule()
@@ -410,7 +410,7 @@ def test_a_backend_that_never_starts_is_env_wait_timeout_and_stays_a_candidate(s
 
 
 @pytest.mark.django_db
-def test_no_matching_replayable_case_never_calls_the_backend():  # SPEC §7.1
+def test_no_matching_replayable_case_never_calls_the_backend():  # semantics §7.1
     corpus(failing("F-1", replayable=False), win("S-1"))
     rule()
     round_run()
@@ -420,7 +420,7 @@ def test_no_matching_replayable_case_never_calls_the_backend():  # SPEC §7.1
 
 
 @pytest.mark.django_db
-def test_failing_cases_are_the_newest_three_then_the_wins():  # SPEC §7.1, §7.2
+def test_failing_cases_are_the_newest_three_then_the_wins():  # semantics §7.1, §7.2
     corpus(*[failing(f"F-{i}", minutes=i) for i in range(1, 6)], win("S-1", 1), win("S-2", 2))
     rule()
     round_run()
@@ -428,7 +428,7 @@ def test_failing_cases_are_the_newest_three_then_the_wins():  # SPEC §7.1, §7.
 
 
 @pytest.mark.django_db
-def test_attempts_go_1_2_3_and_then_replay_stops_being_tried():  # SPEC §7.10
+def test_attempts_go_1_2_3_and_then_replay_stops_being_tried():  # semantics §7.10
     corpus(failing("F-1"))
     rule()
 
@@ -447,7 +447,7 @@ def test_attempts_go_1_2_3_and_then_replay_stops_being_tried():  # SPEC §7.10
 
 
 @pytest.mark.django_db
-def test_a_pending_replay_lets_a_decisive_trial_decide_in_the_same_round():  # SPEC §7.10, §8
+def test_a_pending_replay_lets_a_decisive_trial_decide_in_the_same_round():  # semantics §7.10, §8
     corpus(failing("F-1", replayable=False))
     rule()
     ingest_reports(read_jsonl(jsonl(*[report(f"s{i}", T0) for i in range(5)])))
@@ -463,7 +463,7 @@ def test_a_pending_replay_lets_a_decisive_trial_decide_in_the_same_round():  # S
 
 @pytest.mark.django_db
 def test_a_tiny_budget_still_gives_every_candidate_a_verdict_or_a_named_reason(settings):
-    settings.CAUTERWEB_VALIDATION_ROUND_BUDGET_S = 0.001  # SPEC §9.2
+    settings.CAUTERWEB_VALIDATION_ROUND_BUDGET_S = 0.001  # semantics §9.2
     corpus(failing("F-1"))
     for i in range(4):
         rule(f"R-{i}", directive=f"directive {i}")
@@ -484,7 +484,7 @@ def test_a_tiny_budget_still_gives_every_candidate_a_verdict_or_a_named_reason(s
 
 
 @pytest.mark.django_db
-def test_rounds_rotate_abc_bca_cab(settings):  # SPEC §9.2
+def test_rounds_rotate_abc_bca_cab(settings):  # semantics §9.2
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     for i, rid in enumerate("ABC"):
         candidate(rid, now=T0 + timedelta(minutes=i))
@@ -493,7 +493,7 @@ def test_rounds_rotate_abc_bca_cab(settings):  # SPEC §9.2
 
 
 @pytest.mark.django_db
-def test_repeated_validate_is_idempotent():  # SPEC §3, §9.4
+def test_repeated_validate_is_idempotent():  # semantics §3, §9.4
     corpus(failing("F-1"))
     rule()
     SCRIPT["F-1"] = read_and_return(task_completion=0.9)
@@ -503,7 +503,9 @@ def test_repeated_validate_is_idempotent():  # SPEC §3, §9.4
     assert state_of().state == "active"
 
 
-def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(registry_seeded):  # SPEC §3, §9.5
+def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
+    registry_seeded,
+):  # semantics §3, §9.5
     corpus(failing("F-1"))
     rule("R-1")
     rule("R-2", directive="another directive")
@@ -522,7 +524,9 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(registry_seeded)
     assert vround.summary["skipped"] == 1
 
 
-def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(registry_seeded):  # SPEC §9.5
+def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(
+    registry_seeded,
+):  # semantics §9.5
     corpus(failing("F-1"))
     rule()
 
@@ -655,7 +659,7 @@ def test_a_round_costs_the_same_statements_per_candidate_however_long_the_queue(
 
 
 @pytest.mark.django_db
-def test_standstill_runs_rounds_until_nothing_changes():  # SPEC §9.4
+def test_standstill_runs_rounds_until_nothing_changes():  # semantics §9.4
     corpus(failing("F-1", replayable=False))
     rule()
     result = run_until_settled(timeout_s=30)
@@ -675,7 +679,7 @@ def test_standstill_runs_rounds_until_nothing_changes():  # SPEC §9.4
 
 
 @pytest.mark.django_db
-def test_a_round_is_a_no_op_while_another_holds_the_lock():  # SPEC §9.1
+def test_a_round_is_a_no_op_while_another_holds_the_lock():  # semantics §9.1
     assert lock.acquire("someone-else")
     assert round_run() is None
     assert ValidationRound.objects.count() == 0
@@ -684,14 +688,14 @@ def test_a_round_is_a_no_op_while_another_holds_the_lock():  # SPEC §9.1
 
 
 @pytest.mark.django_db
-def test_the_database_lock_expires_if_its_holder_dies():  # SPEC §9.1
+def test_the_database_lock_expires_if_its_holder_dies():  # semantics §9.1
     assert lock.acquire("dead-worker", ttl_s=-1)
     assert lock.acquire("next-worker")
     assert not lock.acquire("third-worker")
 
 
 def test_a_kick_from_inside_a_round_does_not_recurse(registry_seeded, monkeypatch):
-    # SPEC §9.1: with eager Celery a kick runs its round inline; inside a round the lock makes
+    # semantics §9.1: with eager Celery a kick runs its round inline; inside a round the lock makes
     # that a no-op instead of a recursion or a deadlock.
     monkeypatch.undo()
     inner = {}
@@ -709,7 +713,7 @@ def test_a_kick_from_inside_a_round_does_not_recurse(registry_seeded, monkeypatc
 
 
 @pytest.mark.django_db
-def test_a_broker_that_is_down_is_logged_and_journaled_not_raised(monkeypatch):  # SPEC §9.1
+def test_a_broker_that_is_down_is_logged_and_journaled_not_raised(monkeypatch):  # semantics §9.1
     from replay import tasks
 
     def down(**kwargs):
@@ -739,7 +743,7 @@ def test_kicks_deferred_kick_once_at_the_end(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_the_fallback_is_announced_once_ever(settings, caplog):  # SPEC §8
+def test_the_fallback_is_announced_once_ever(settings, caplog):  # semantics §8
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     rule()
     with caplog.at_level("WARNING", logger="replay.rounds"):
@@ -752,7 +756,7 @@ def test_the_fallback_is_announced_once_ever(settings, caplog):  # SPEC §8
 
 @pytest.mark.django_db
 def test_a_never_attempted_candidate_is_distinguishable_from_no_verdict_yet(settings):
-    settings.CAUTERWEB_REPLAY_BACKEND = ""  # SPEC §10
+    settings.CAUTERWEB_REPLAY_BACKEND = ""  # semantics §10
     rule()
     assert state_of().pending_text == "not yet attempted"
     round_run()
@@ -764,7 +768,7 @@ def test_a_never_attempted_candidate_is_distinguishable_from_no_verdict_yet(sett
 
 
 @pytest.mark.django_db
-def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  # SPEC §8
+def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  # semantics §8
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     rule()
     ingest_reports(
@@ -781,7 +785,7 @@ def test_enrolment_caps_at_min_sessions_and_flips_enrolled_sessions(settings):  
 
 
 @pytest.mark.django_db
-def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # SPEC §8
+def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # semantics §8
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     rule("R-TC", metric="task_completion")
     rule("R-CO", metric="coherence", directive="d2")
@@ -815,7 +819,7 @@ def test_a_later_report_flips_only_the_trials_it_concerns(settings):  # SPEC §8
 
 @pytest.mark.django_db
 def test_enrolment_takes_a_fixed_number_of_queries_however_many_candidates(settings):
-    settings.CAUTERWEB_REPLAY_BACKEND = ""  # SPEC §8: set-based, not a query per candidate
+    settings.CAUTERWEB_REPLAY_BACKEND = ""  # semantics §8: set-based, not a query per candidate
     from lifecycle.models import Report
 
     def enrol(session_id: str) -> int:
@@ -845,7 +849,7 @@ def test_enrolment_takes_a_fixed_number_of_queries_however_many_candidates(setti
 
 @pytest.mark.django_db
 def test_the_trial_retires_a_candidate_that_did_not_improve_on_its_baseline(settings):
-    settings.CAUTERWEB_REPLAY_BACKEND = ""  # SPEC §8
+    settings.CAUTERWEB_REPLAY_BACKEND = ""  # semantics §8
     ingest_reports(
         read_jsonl(
             jsonl(
@@ -886,7 +890,7 @@ def test_the_trial_retires_a_candidate_that_did_not_improve_on_its_baseline(sett
 
 
 @pytest.mark.django_db
-def test_validate_json_prints_rounds_and_rules(capsys):  # SPEC §15
+def test_validate_json_prints_rounds_and_rules(capsys):  # semantics §15
     import json
 
     corpus(failing("F-1"))
@@ -910,7 +914,7 @@ def test_validate_json_prints_rounds_and_rules(capsys):  # SPEC §15
 
 
 @pytest.mark.django_db
-def test_validate_exits_non_zero_when_it_cannot_settle_in_time(monkeypatch):  # SPEC §9.4
+def test_validate_exits_non_zero_when_it_cannot_settle_in_time(monkeypatch):  # semantics §9.4
     from django.core.management.base import CommandError
 
     from replay import rounds
@@ -921,7 +925,7 @@ def test_validate_exits_non_zero_when_it_cannot_settle_in_time(monkeypatch):  # 
 
 
 @pytest.mark.django_db
-def test_journal_and_show_rule_commands(capsys):  # SPEC §15
+def test_journal_and_show_rule_commands(capsys):  # semantics §15
     import json
 
     corpus(failing("F-1"))
@@ -951,7 +955,7 @@ def test_journal_and_show_rule_commands(capsys):  # SPEC §15
 
 
 @pytest.mark.django_db
-def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # SPEC §3
+def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # semantics §3
     from lifecycle.services import Decision, rules_decide
     from lifecycle.states import Action
 
@@ -980,7 +984,7 @@ def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # S
 
 
 @pytest.mark.django_db
-def test_nobody_but_the_engine_may_decide(reviewer_actor):  # SPEC §3
+def test_nobody_but_the_engine_may_decide(reviewer_actor):  # semantics §3
     from lifecycle.services import Decision, rules_decide
     from lifecycle.states import Action, NotAllowed
 
