@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Count, Exists
 
 from lifecycle import atoms as atom_lib
 from lifecycle.matching import NEWEST_FIRST, matching_trajectories
@@ -51,25 +51,28 @@ def atom_counts(rules: Iterable[Rule]) -> dict[str, int]:
 def failing_cases(
     rule: Rule, *, limit: int, counts: dict[str, int], registry: Registry
 ) -> list[Trajectory]:
-    """The candidate's matching replayable failing cases, newest first (semantics §7.1, §11)."""
+    """The candidate's matching replayable failing cases, newest first (semantics §7.1, §11),
+    and none once the rule is no longer a candidate: the same statement asks both, so the
+    round learns that a reviewer retired it before any replay starts (semantics §9.5)."""
     failure_mode = atom_lib.failure_mode_atoms(rule.signature)
     if failure_mode:
-        rows = _newest_with_atoms(sorted(failure_mode, key=lambda a: (counts.get(a, 0), a)), limit)
+        atoms = sorted(failure_mode, key=lambda a: (counts.get(a, 0), a))
+        rows = _newest_with_atoms(atoms, limit, rule_id=rule.id)
     else:
         query = matching_trajectories(
             rule, kinds=[TrajectoryKind.FAILURE], replayable=True, registry=registry
-        )
+        ).filter(Exists(Rule.objects.filter(pk=rule.id, state=RuleState.CANDIDATE)))
         rows = list(query.order_by(*NEWEST_FIRST)[:limit])
     by_id = {t.id: t for t in rows}
     refs = engine.select_failing_cases(map(case_ref, rows), limit=limit)
     return [by_id[c.id] for c in refs]
 
 
-def _newest_with_atoms(atoms: list[str], limit: int) -> list[Trajectory]:
+def _newest_with_atoms(atoms: list[str], limit: int, *, rule_id: str) -> list[Trajectory]:
     """The newest replayable failures carrying every atom, rarest atom first: its posting
     list is read (materialised, so the planner cannot start elsewhere) and each of its
     trajectories probes the (atom, trajectory) index for the others. One round trip."""
-    traj, atom = Trajectory._meta.db_table, TrajectoryAtom._meta.db_table
+    traj, atom, rule = (m._meta.db_table for m in (Trajectory, TrajectoryAtom, Rule))
     materialized = "MATERIALIZED" if connection.vendor == "postgresql" else ""
     probes = " ".join(
         f"AND EXISTS (SELECT 1 FROM {atom} o WHERE o.trajectory_id = t.id AND o.atom = %s)"
@@ -79,9 +82,11 @@ def _newest_with_atoms(atoms: list[str], limit: int) -> list[Trajectory]:
         f"WITH rare AS {materialized} (SELECT trajectory_id FROM {atom} WHERE atom = %s) "
         f"SELECT t.* FROM rare JOIN {traj} t ON t.id = rare.trajectory_id "
         f"WHERE t.kind = %s AND t.replayable {probes} "
+        f"AND EXISTS (SELECT 1 FROM {rule} r WHERE r.id = %s AND r.state = %s) "
         "ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s"
     )
-    return list(Trajectory.objects.raw(sql, [atoms[0], TrajectoryKind.FAILURE, *atoms[1:], limit]))
+    params = [atoms[0], TrajectoryKind.FAILURE, *atoms[1:], rule_id, RuleState.CANDIDATE, limit]
+    return list(Trajectory.objects.raw(sql, params))
 
 
 def protected_wins(scope: str, *, limit: int, cache: dict) -> list[Trajectory]:

@@ -34,7 +34,7 @@ from .designs import CandidateRun, CaseSpec
 from .dispatch import CeleryPool, Job, RunResult, ThreadPool, context_for, open_session
 from .models import RoundStatus, ValidationRound
 from .trials import trial_counts, trial_of
-from .verdicts import ENGINE, Outcome, verdicts_write
+from .verdicts import ENGINE, Outcome, Writer, verdicts_write
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class Round:
         self.ready: list[Outcome] = []
         self.trajectories: dict = {}
         self.wins: dict = {}
-        self.written = 0
+        self.handed = self.written = 0  # verdicts given to the writer / written
         self.progress_at = self.begun
         self.summary = dict.fromkeys(
             ("decided", "pending", "promoted", "retired", "skipped", "budget_exhausted", "replays"),
@@ -250,15 +250,16 @@ class Round:
             ]
             self.atoms = cases.atom_counts(replaying)
         self.pool = _pool(self.cfg, self.row.pk)
+        # Inline on SQLite (one writer at a time), and inside a caller's transaction, whose
+        # rows only this connection sees.
+        threaded = connection.vendor != "sqlite" and not connection.in_atomic_block
+        self.writer = Writer(write=self.write, after=self.written_out, threaded=threaded)
         try:
             while True:
                 self.keep_lock()
-                if connection.vendor == "sqlite":
-                    # One writer at a time: write before the next replays start, so a harness
-                    # that writes too never meets a locked database.
-                    self.flush()
-                # Elsewhere the next replays start first and the decided verdicts are written
-                # while they run: never later than the start of the round's next wait.
+                self.writer.check()
+                # Decided verdicts go to the writer before the next replays start.
+                self.flush()
                 self.dispatch()
                 if not self.pool.busy():
                     break
@@ -266,9 +267,10 @@ class Round:
                 self.publish()
                 for result in self.pool.wait():
                     self.guarded(result.job.rule_id, self.on_result, result)
+            self.flush()
         finally:
             self.pool.close()
-        self.flush()
+            self.writer.close()
 
     def keep_lock(self) -> None:
         # Extended while any replay of the round runs; a replay outlasts no lock period.
@@ -349,10 +351,11 @@ class Round:
             outcome.verdict = self.decide(outcome)
             self.ready.append(outcome)
             return
-        if not Rule.objects.filter(pk=rule_id, state=RuleState.CANDIDATE).exists():
+        outcome.run = self.candidate_run(rule)
+        # A rule a reviewer retired meanwhile selects no case; only then is it asked apart.
+        if not outcome.run.cases and not _still_candidate(rule_id):
             self.summary["skipped"] += 1
             return
-        outcome.run = self.candidate_run(rule)
         jobs = outcome.run.next_batch()
         self.runs[rule_id] = (outcome.run, outcome)
         self.todo[rule_id] = deque(jobs)
@@ -431,19 +434,27 @@ class Round:
         )
 
     def flush(self) -> None:
-        """Write every verdict that is ready, before the round waits for anything else."""
+        """Hand every verdict that is ready to the writer, before the round waits."""
         if not self.ready:
             return
         # The live page's progress rides along when it is due (one statement fewer otherwise).
-        due = time.monotonic() - self.progress_at >= PROGRESS_EVERY_S or not self.written
+        due = time.monotonic() - self.progress_at >= PROGRESS_EVERY_S or not self.handed
         progress = self.progress() if due else None
         ready, self.ready = self.ready, []
-        verdicts_write(round_id=self.row.pk, outcomes=ready, now=timezone.now(), progress=progress)
+        self.handed += len(ready)
+        self.writer.put(ready, progress)
         if due:
             self.progress_at = time.monotonic()
-        for o in ready:
+
+    def write(self, outcomes: list[Outcome], progress: dict | None) -> None:
+        verdicts_write(
+            round_id=self.row.pk, outcomes=outcomes, now=timezone.now(), progress=progress
+        )
+
+    def written_out(self, outcomes: list[Outcome]) -> None:
+        for o in outcomes:
             _count(self.summary, o)
-        self.written += len(ready)
+        self.written += len(outcomes)
         if self.on_progress is not None:
             self.on_progress(self.written, len(self.row.queue))
 
@@ -460,7 +471,7 @@ class Round:
         return {
             "candidates": len(self.row.queue),
             "waiting": len(self.waiting),
-            "written": self.written + len(self.ready),
+            "written": self.handed + len(self.ready),
             "replays": self.summary["replays"],
             "in_flight": in_flight,
         }
@@ -475,6 +486,10 @@ class Round:
         except DatabaseError:
             # For people watching only: a harness holding the database (SQLite) delays it.
             logger.info("round %s: progress not written this time", self.row.pk)
+
+
+def _still_candidate(rule_id: str) -> bool:
+    return Rule.objects.filter(pk=rule_id, state=RuleState.CANDIDATE).exists()
 
 
 def _prior_samples(rule_id: str, selected: list[CaseSpec]) -> list:

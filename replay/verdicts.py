@@ -7,10 +7,12 @@ event — writes the round's events and the candidate's bookkeeping, the replays
 samples, and moves decided rules through `lifecycle.services.rules_decide`.
 """
 
+import queue
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from lifecycle.bulk import insert_many, update_from_values
 from lifecycle.models import JournalEvent, Rule, RuleRead, RuleState
@@ -203,3 +205,60 @@ def _bookkeeping(outcomes: list[Outcome], now: datetime) -> None:
         },
         params=[connection.ops.adapt_datetimefield_value(now)],
     )
+
+
+class Writer:
+    """Writes ready verdicts as soon as it can (semantics §18).
+
+    On SQLite, which has one writer at a time, the round's own thread writes. Elsewhere a
+    thread of its own does, each time taking everything that became ready while it wrote the
+    previous batch (group commit): the round never waits on a write, a verdict waits at most
+    for the write before it, and a burst of instant verdicts costs one transaction. `write`
+    is called with (outcomes, progress); `after` with the outcomes once they are written."""
+
+    def __init__(self, *, write, after, threaded: bool):
+        self._write, self._after = write, after
+        self._queue: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = None
+        if threaded:
+            self._thread = threading.Thread(target=self._loop, name="verdicts", daemon=True)
+            self._thread.start()
+
+    def put(self, outcomes: list[Outcome], progress: dict | None) -> None:
+        self.check()
+        if self._thread is None:
+            self._write(outcomes, progress)
+            self._after(outcomes)
+        else:
+            self._queue.put((outcomes, progress))
+
+    def _loop(self) -> None:
+        try:
+            stop = False
+            while not stop:
+                batch = [self._queue.get()]
+                while not self._queue.empty():
+                    batch.append(self._queue.get())
+                stop = None in batch  # close() puts it last
+                items = [item for item in batch if item is not None]
+                if items:
+                    outcomes = [o for ready, _ in items for o in ready]
+                    progress = next((p for _, p in reversed(items) if p is not None), None)
+                    self._write(outcomes, progress)
+                    self._after(outcomes)
+        except BaseException as exc:  # the round re-raises it: it fails, nothing half-written
+            self._error = exc
+        finally:
+            connections.close_all()
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        """Write what is queued, then stop; a failed write fails the round."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+        self.check()
