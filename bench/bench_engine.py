@@ -262,10 +262,10 @@ def threads_only(eager: bool) -> None:
     app.conf.task_always_eager = eager
 
 
-def bench_throughput(concurrency: int, *, candidates: int = 32) -> tuple[int, float]:
+def bench_throughput(concurrency: int, *, via: str, candidates: int = 32) -> tuple[int, float]:
     """(replays, seconds) of one round of `candidates` fresh candidates, 3 replays each."""
     Rule.objects.filter(state="candidate").update(state="retired")
-    rules(f"TP{concurrency}", candidates)
+    rules(f"TP{via}{concurrency}", candidates)
     replay_settings("bench.bench_engine:slow", concurrency)
     began = time.perf_counter()
     vround = round_run()
@@ -353,11 +353,11 @@ def main() -> None:
             f"  replay round, {n} candidates x 3 replays, instant backend, concurrency "
             f"{concurrency}: {replay.wall:6.2f} s; engine overhead per candidate {overhead:5.2f} "
             f"ms wall, {(replay.cpu - backend_s) / n * 1000:5.2f} ms CPU, "
-            f"{replay.statements / n:4.1f} statements  ({load()})",
+            f"{replay.statements / n:4.1f} statements on the round's connection  ({load()})",
             flush=True,
         )
     for concurrency in (1, 8):
-        replays, seconds = bench_throughput(concurrency)
+        replays, seconds = bench_throughput(concurrency, via="T")
         print(
             f"  {HARNESS_S:.1f} s harness, threads, concurrency {concurrency}: {replays} replays "
             f"in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s  ({load()})",
@@ -375,7 +375,7 @@ def bench_celery() -> None:
     procs = celery_workers()
     try:
         for concurrency in (1, 8):
-            replays, seconds = bench_throughput(concurrency)
+            replays, seconds = bench_throughput(concurrency, via="C")
             print(
                 f"  {HARNESS_S:.1f} s harness, Celery 2 workers x 4 processes, concurrency "
                 f"{concurrency}: {replays} replays in {seconds:5.2f} s = "
