@@ -29,7 +29,7 @@ class CaseSpec:
     atoms: tuple  # signature + notices
 
 
-@dataclass
+@dataclass(eq=False)
 class CandidateRun:
     """The replays of one candidate in one round and what they showed."""
 

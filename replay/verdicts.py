@@ -26,7 +26,7 @@ from .models import ValidationRound
 ENGINE = Actor.engine()
 
 
-@dataclass
+@dataclass(eq=False)
 class Outcome:
     """One candidate's verdict and its evidence, ready to be written."""
 
@@ -57,7 +57,9 @@ def verdicts_write(
         )
         kept = [o for o in outcomes if live.get(o.rule.id) == RuleState.CANDIDATE]
         for o in outcomes:
-            o.result = o.verdict.outcome if o in kept else "skipped"
+            o.result = (
+                o.verdict.outcome if live.get(o.rule.id) == RuleState.CANDIDATE else "skipped"
+            )
         events = [e for o in kept for e in _events(o, round_id, now)]
         decisions = [_decision(o) for o in kept if o.verdict.outcome != "pending"]
         _bookkeeping(kept, now)

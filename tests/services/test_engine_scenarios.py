@@ -992,3 +992,23 @@ def test_nobody_but_the_engine_may_decide(reviewer_actor):  # semantics §3
     with pytest.raises(NotAllowed):
         rules_decide(decisions=[Decision("R-1", Action.PROMOTE, "x", {})], actor=reviewer_actor)
     assert state_of().state == "candidate"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.django_db
+def test_validate_shows_a_progress_bar_on_a_terminal_only():  # semantics §15
+    corpus(failing("F-1"))
+    SCRIPT["F-1"] = read_and_return(task_completion=0.9)
+    outputs = []
+    for out, args in ((Terminal(), ["--json"]), (io.StringIO(), []), (Terminal(), [])):
+        rule(f"R-{len(outputs)}a", directive=f"directive {len(outputs)} a")
+        rule(f"R-{len(outputs)}b", directive=f"directive {len(outputs)} b")
+        call_command("validate", *args, stdout=out)
+        outputs.append(out.getvalue())
+    as_json, piped, terminal = outputs
+    assert "validating" not in as_json and "validating" not in piped
+    assert "validating" in terminal and "2/2" in terminal
