@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from django.db import connections
@@ -365,6 +366,12 @@ class CeleryPool:
         pass
 
 
+@lru_cache(maxsize=4)
+def _actives_of_round(round_id: int | None) -> cases.Actives:
+    """A round's baseline, read once per worker process: it is fixed for the round."""
+    return cases.Actives.at_round_start(round_id)
+
+
 def run_stored(session_id: str) -> bool:
     """The body of `replay_task`: claim the replay (a redelivered task finds it claimed and
     does nothing), run it in this worker under the same timeouts, store the result."""
@@ -377,7 +384,7 @@ def run_stored(session_id: str) -> bool:
     cfg = RoundConfig.from_settings()
     job = Job(row.rule_id, row.case_id, row.kind, row.arm, row.repeat, row.id)
     trajectory = Trajectory.objects.get(pk=row.case_id)
-    actives = cases.Actives.at_round_start(row.round_id)
+    actives = _actives_of_round(row.round_id)
     context = context_for(job, actives=actives, rule=row.rule, cfg=cfg, token=row.token or "")
     pool = ThreadPool(cfg, slots=1)
     try:
