@@ -187,11 +187,17 @@ class ThreadPool:
     def free(self) -> int:
         return self.slots - len(self._flights)
 
-    def wait(self) -> list[RunResult]:
-        """Block until at least one replay finished or ran out of time."""
+    def wait(self, *, at_most: float | None = None) -> list[RunResult]:
+        """Block until at least one replay finished or ran out of time, or `at_most` seconds
+        passed (then []: the round extends its lock and waits again)."""
+        until = None if at_most is None else time.monotonic() + at_most
         while True:
+            wake = self._next_wake()
+            if until is not None:
+                left = max(0.0, until - time.monotonic())
+                wake = left if wake is None else min(wake, left)
             try:
-                item = self._done.get(timeout=self._next_wake())
+                item = self._done.get(timeout=wake)
             except queue.Empty:
                 item = None
             results = []
@@ -199,7 +205,7 @@ class ThreadPool:
                 results += self._finished(*item)
                 item = self._done.get_nowait() if not self._done.empty() else None
             results += self._expired()
-            if results:
+            if results or (until is not None and time.monotonic() >= until):
                 return results
             self._poll_started()
 
@@ -333,14 +339,15 @@ class CeleryPool:
     def free(self) -> int:
         return self.slots - len(self._flights)
 
-    def wait(self) -> list[RunResult]:
+    def wait(self, *, at_most: float | None = None) -> list[RunResult]:
+        until = None if at_most is None else self._clock() + at_most
         while True:
             rows = ReplaySession.objects.filter(
                 pk__in=list(self._flights), status=ReplayStatus.DONE, result__isnull=False
             ).values_list("pk", "result")
             results = [self._result(sid, stored) for sid, stored in rows]
             results += self._lost()
-            if results:
+            if results or (until is not None and self._clock() >= until):
                 return results
             time.sleep(POLL_S)
 

@@ -265,7 +265,8 @@ class Round:
                     break
                 self.flush()
                 self.publish()
-                for result in self.pool.wait():
+                # Woken at least four times a lock period, so the lock outlives every replay.
+                for result in self.pool.wait(at_most=lock.lock_ttl_s() / 4):
                     self.guarded(result.job.rule_id, self.on_result, result)
             self.flush()
         finally:

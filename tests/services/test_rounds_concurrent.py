@@ -180,3 +180,37 @@ def watching(case, context):
         running = JournalEvent.objects.filter(type="validation_round_started").latest("id")
         SEEN["R-2"] = selectors.round_progress(ValidationRound.objects.get(pk=running.round_id))
     return deterministic(case, context)
+
+
+EXTENDED = threading.Event()
+
+
+def outlasts_a_lock_period(case, context):
+    # Returns once the round has extended its lock while this replay ran (or after 10 s).
+    EXTENDED.clear()
+    SEEN["extended during the replay"] = EXTENDED.wait(timeout=10)
+    return deterministic(case, context)
+
+
+@pytest.mark.django_db
+def test_the_round_extends_its_lock_while_a_replay_runs_with_no_time_limit(wired, monkeypatch):
+    from replay import lock
+
+    wired.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_rounds_concurrent:outlasts_a_lock_period"
+    wired.CAUTERWEB_REPLAY_DESIGN = "single"
+    wired.CAUTERWEB_REPLAY_TIMEOUT_S = 0.0  # no limit: only the lock's extension keeps it
+    monkeypatch.setattr(lock, "lock_ttl_s", lambda: 0.4)
+    real_extend = lock.extend
+
+    def extend(holder, **kwargs):
+        held = real_extend(holder, **kwargs)
+        EXTENDED.set()
+        return held
+
+    monkeypatch.setattr(lock, "extend", extend)
+    SEEN.clear()
+    corpus(failing("F-1"))
+    rule("R-1", directive="fixes step 1")
+    vround = round_run()
+    assert SEEN == {"extended during the replay": True}
+    assert vround.status == "finished" and vround.summary["promoted"] == 1
