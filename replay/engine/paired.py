@@ -25,8 +25,8 @@ The decision (semantics §17.4), at each look, in this order:
    retires, naming the metric, the case that lost most, the effect and its interval.
 2. *Improvement* — the failing cases' deciding metrics, pooled and stratified by case, higher
    under treatment, significant, and an estimated effect ≥ `promote_margin` → promote. Before
-   the last look, a promotion waits while an attributable metric is estimated worse than
-   `regress_margin` (see `_suspect`: an early look cannot yet show one win's harm significant).
+   the last look, a promotion waits while an attributable metric visibly regresses (worse than
+   `regress_margin` and than 3 standard errors; see `_suspect`).
 3. Every case and arm at `max_repeats` and the effect's upper bound < `promote_margin` →
    retire ("no improvement"); otherwise pending `replay_inconclusive`.
 
@@ -43,15 +43,24 @@ of K = ceil(max_repeats / batch), k = ceil(most repeats of any case and arm / ba
 spends α·(f(k/K) − f((k−1)/K)) and its tests run at that level. By the union bound the error
 over all looks is ≤ α·f(1) = α whatever the correlation between looks, so validity needs no
 joint distribution of the looks, which a permutation test does not give. `spending` (for
-promotion) and `retire_spending` (for regressions) choose f: "pocock" (α·ln(1 + (e − 1)t),
-Lan–DeMets), which spends early so an obvious rule stops early; "obf" (2 − 2Φ(z_{1−α/2}/√t),
-O'Brien–Fleming-like), which keeps nearly all of α for the last look; "bonferroni" (equal
-shares). Promotion spends Pocock-style because a rule that works should cost few replays;
-regressions spend OBF-style because at early looks the wins have too few replays for any test
-to reject, so α spent there would be wasted. Interval bounds are at the look's level too
-(repeated confidence intervals): "the interval excludes 0" and "significant at this look"
-always agree. Each kind of error (promoting a rule that does nothing, retiring one that harms
-nothing) is thereby held at α on its own.
+promotion) and `retire_spending` (for regressions) choose f: "obf" (2 − 2Φ(z_{1−α/2}/√t),
+Lan–DeMets O'Brien–Fleming), "pocock" (α·ln(1 + (e − 1)t), Lan–DeMets Pocock), "bonferroni"
+(equal shares) or "last" (all of α at the last look, nothing before). Each kind of error —
+promoting a rule that changes nothing, retiring a rule that harms nothing — is held at α on
+its own.
+
+The defaults, and why (figures from bench/bench_noise.py, 3 failing cases and 2 wins, a
+failing task re-run succeeding half the time, judged metrics ±0.15): batches of 4 (two looks,
+at 4 and 8 repeats), "obf" for promotion, "last" for regressions. The union bound charges
+every look, and at 3 cases × 8 repeats a rule that lifts success from 0.5 to 0.9 is only just
+detectable at α (about 91 % with one look): four Pocock looks left the last one 0.0086 and
+promoted such rules about 84 % of the time, four OBF looks about 88 %; two OBF looks (0.0056,
+then 0.044) keep the last look almost whole and still stop a clear rescue at the first. A
+regression on a protected win cannot be significant before the wins have several replays
+(2 against 2: p ≥ 1/6), so α spent on early regression tests is wasted; "last" spends it all
+where the evidence is, and `_suspect` keeps an early promotion from riding over a harm that
+is visible but not yet significant. Interval bounds are at the look's level (repeated
+confidence intervals): "the interval excludes 0" and "significant at this look" always agree.
 
 Lower-is-better metrics are negated first: every effect is treatment − control with positive
 meaning better. Evidence means and spreads are of the metrics as measured.
@@ -74,7 +83,9 @@ FAILING, WIN = "failing", "win"
 PROMOTE, RETIRE, PENDING = "promote", "retire", "pending"
 REPLAY_INCONCLUSIVE = "replay_inconclusive"
 FAMILIES = ("pooled", "cases", "both")
-SPENDINGS = ("pocock", "obf", "bonferroni")
+SPENDINGS = ("obf", "pocock", "bonferroni", "last")
+# How many standard errors a regression must exceed to hold a promotion back (see _suspect).
+VISIBLE_SE = 3.0
 TEST_NAME = "permutation test of treatment − control, arm labels re-drawn within each case"
 
 
@@ -101,10 +112,10 @@ class PairedConfig:
     promote_margin: float = 0.05
     regress_margin: float = 0.05
     max_repeats: int = 8
-    batch: int = 2
+    batch: int = 4
     lower_is_better: frozenset[str] = frozenset()
-    spending: str = "pocock"
-    retire_spending: str = "obf"
+    spending: str = "obf"
+    retire_spending: str = "last"
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
 
@@ -143,6 +154,8 @@ def spent_by(t: float, *, alpha: float, spending: str) -> float:
         return 0.0
     if spending == "pocock":
         return alpha * math.log(1 + (math.e - 1) * t)
+    if spending == "last":
+        return alpha if t >= 1 else 0.0
     if spending == "obf":
         return float(2 - 2 * norm.cdf(norm.ppf(1 - alpha / 2) / math.sqrt(t)))
     return alpha * t
@@ -242,15 +255,17 @@ def decide_paired(
 
 
 def _suspect(regressions: list[dict], margin: float) -> dict | None:
-    """The regression test that looks worst, if its estimate is past the regress margin.
+    """The regression that visibly harms, if any: estimated worse than the regress margin and
+    than three standard errors of its own replays' spread.
 
     Two replays per arm can never make one protected win's regression significant (the
     smallest p-value a 2-against-2 permutation test can give is 1/6), while three failing
     cases can make an improvement so (1/216). So an early look could promote a rule that
-    visibly breaks a win before that harm could be shown. A promotion therefore waits, until
-    the last look, while an attributable metric is estimated worse than the margin: the next
-    batches show the harm significant (retire) or the estimate recovers (promote)."""
-    worse = [r for r in regressions if r["effect"] <= -margin]
+    plainly breaks a win before that harm could be shown. Such a promotion waits, until the
+    last look, for the batches that show the harm significant (retire) or wash it out
+    (promote). A noise-sized dip does not hold it back. Waiting only moves a promotion to a
+    later look, which has its own share of alpha: the error rates stay as spent."""
+    worse = [r for r in regressions if r["effect"] <= -max(margin, VISIBLE_SE * r["se"])]
     return min(worse, key=lambda r: (r["effect"], r["case"], r["metric"])) if worse else None
 
 
@@ -336,6 +351,7 @@ def _regressions(values: dict, cases: Sequence[PairedCase], config: PairedConfig
             "cases": list(by_case),
             "case": min(by_case, key=lambda c: (by_case[c], c)),  # the most harmed
             "by_case": by_case,
+            "se": round(stats.weighted_se([s for _, s in strata]), 6),
         }
         rows.append(row | _result(_test(strata, config), level, "less"))
     if rows:

@@ -86,6 +86,25 @@ def weighted_effect(strata: list[Stratum]) -> float:
     return float(np.dot(weights, diffs) / sum(weights))
 
 
+def weighted_se(strata: list[Stratum]) -> float:
+    """The plain standard error of `weighted_effect` from the replays' own spread (sample
+    variances; an arm of one replay counts as spread 0). Descriptive: no test rests on it."""
+    weights = [_weight(s) for s in strata]
+    var = sum(
+        w * w * (_var(s.treatment) / len(s.treatment) + _var(s.control) / len(s.control))
+        for w, s in zip(weights, strata, strict=True)
+    )
+    return math.sqrt(var) / sum(weights)
+
+
+def _weight(s: Stratum) -> float:
+    return len(s.treatment) * len(s.control) / (len(s.treatment) + len(s.control))
+
+
+def _var(values: tuple[float, ...]) -> float:
+    return float(np.var(values, ddof=1)) if len(values) > 1 else 0.0
+
+
 def shift_test(
     strata: list[Stratum],
     *,
