@@ -1,45 +1,56 @@
-"""Callbacks of the HTTP replay backend (semantics §14): the rule tool and the started signal for
-one replay, authorised by the per-replay token the engine sent with the case."""
+"""Callbacks of the HTTP replay backend (semantics §14): the rule tool and the started signal
+of one replay, reached only through that replay's own token — random, unguessable, stored with
+the replay and valid while it runs. Reads recorded here are the only reads of a remote replay
+that count (semantics §7.5): a read under the same session id by any other route (the public
+rule tool, a report) is not this replay's."""
 
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router
 from ninja.errors import HttpError
 
-from lifecycle.scopes import record_reads, rule_as_dict, scope_rules
-from replay.backends.http import TOKEN_HEADER, BadReplayToken, read_token
-from replay.models import ReplaySession
+from lifecycle.scopes import record_reads
+from replay.cases import TREATMENT, Actives, rule_tool
+from replay.models import ReplaySession, ReplayStatus
 
 router = Router(tags=["replay"])
 
 
-def _replay_of(request: HttpRequest) -> tuple[str, str]:
-    token = request.headers.get(TOKEN_HEADER) or request.GET.get("token", "")
-    try:
-        return read_token(token)
-    except BadReplayToken as exc:
-        raise HttpError(401, str(exc)) from None
+def _replay_of(token: str) -> ReplaySession:
+    replay = (
+        ReplaySession.objects.select_related("rule")
+        .filter(token=token)
+        .exclude(status=ReplayStatus.DONE)
+        .first()
+        if token
+        else None
+    )
+    if replay is None:
+        raise HttpError(401, "unknown or finished replay")
+    return replay
 
 
-# The operation ids are the ones the schema has always published.
-@router.get("/rules", auth=None, operation_id="replay_api_replay_rules")
-def replay_rules(request: HttpRequest, scope: str | None = None, query: str | None = None):
-    """The rule tool as the replay sees it: active rules and the one candidate under test;
-    every rule returned is recorded as read by this replay session (semantics §7.3, §7.5)."""
-    session_id, rule_id = _replay_of(request)
-    active, candidates = scope_rules(scope or None, query=query, visible_candidates=[rule_id])
-    returned = active + candidates
-    record_reads(session_id=session_id, rule_ids=[r.id for r in returned], via="replay")
-    return [rule_as_dict(r) for r in returned]
+@router.get("/{token}/rules", auth=None)
+def replay_rules(
+    request: HttpRequest, token: str, scope: str | None = None, query: str | None = None
+):
+    """The rule tool as this replay sees it: the active rules as its round started and, in
+    the treatment arm, the candidate under test (semantics §7.3, §17.1); every rule returned
+    is recorded as read by this replay."""
+    replay = _replay_of(token)
+    tool = rule_tool(
+        Actives.at_round_start(replay.round_id), replay.rule, arm=replay.arm or TREATMENT
+    )
+    returned = tool(scope or None, query)
+    record_reads(session_id=replay.id, rule_ids=[r["id"] for r in returned], via="replay")
+    return returned
 
 
-@router.post("/started", auth=None, operation_id="replay_api_replay_started")
-def replay_started(request: HttpRequest):
+@router.post("/{token}/started", auth=None)
+def replay_started(request: HttpRequest, token: str):
     """The harness's `mark_execution_started()` (semantics §9.3): idempotent."""
-    session_id, _ = _replay_of(request)
-    updated = ReplaySession.objects.filter(pk=session_id, started_at__isnull=True).update(
+    replay = _replay_of(token)
+    ReplaySession.objects.filter(pk=replay.pk, started_at__isnull=True).update(
         started_at=timezone.now()
     )
-    if not updated and not ReplaySession.objects.filter(pk=session_id).exists():
-        raise HttpError(404, "no such replay")
     return {"started": True}
