@@ -8,9 +8,11 @@ from django.db.models import Count, Max, QuerySet
 from django.db.models.fields.json import KT
 
 from lifecycle.journal import EventType
+from lifecycle.metrics import load_registry
 from lifecycle.models import JournalEvent
 
-from .models import RoundStatus, ValidationRound
+from .engine import lower_is_better
+from .models import ReplaySample, RoundStatus, ValidationRound
 
 # The charts look at recent history: enough to see a distribution, bounded so the page stays
 # fast on a journal of millions of events.
@@ -131,4 +133,40 @@ def verdict_counts(*, rounds: int = CHART_ROUND_LIMIT) -> list[tuple[int, str, i
         .values_list("round_id", KT("evidence__outcome"))
         .annotate(n=Count("id"))
         .order_by("round_id")
+    )
+
+
+@dataclass
+class PairedEvidence:
+    """A rule's stored paired replays and the newest verdict that weighed them (semantics §17.5)."""
+
+    samples: list[dict]
+    verdict: dict | None  # the `validation_verdict` evidence; its replay's paired figures inside
+    round_id: int | None
+    lower_is_better: frozenset[str]
+
+
+def rule_paired_evidence(rule_id: str) -> PairedEvidence:
+    """Three queries whatever the number of samples: the samples (with their case's kind), the
+    newest verdict carrying paired evidence, and the metrics' orientation."""
+    samples = list(
+        ReplaySample.objects.filter(rule_id=rule_id)
+        .order_by("case_id", "arm", "repeat")
+        .values("case_id", "case__kind", "arm", "repeat", "round_id", "outcome", "metrics")
+    )
+    event = (
+        JournalEvent.objects.filter(
+            rule_id=rule_id,
+            type=EventType.VALIDATION_VERDICT,
+            evidence__details__replay__has_key="paired",
+        )
+        .order_by("-at", "-id")
+        .only("evidence", "round_id")
+        .first()
+    )
+    return PairedEvidence(
+        samples=samples,
+        verdict=event.evidence if event else None,
+        round_id=event.round_id if event else None,
+        lower_is_better=lower_is_better(load_registry()) if samples else frozenset(),
     )

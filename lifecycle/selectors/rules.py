@@ -378,6 +378,9 @@ class ReplayRound:
 def case_row(evidence: dict, *, promote_margin: float, regress_margin: float) -> CaseRow:
     metrics = []
     for name, values in sorted((evidence.get("metrics") or {}).items()):
+        if not isinstance(values, dict):
+            # A paired replay (semantics §17.5) keeps its metrics as measured, with no original.
+            values = {"replayed": values}
         delta = values.get("delta")
         metrics.append(
             {
