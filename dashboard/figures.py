@@ -213,3 +213,125 @@ def lifecycle_funnel(series: dict[str, list]) -> dict:
             "Lifecycle over time", xaxis={"type": "date"}, yaxis={"title": {"text": "rules"}}
         ),
     }
+
+
+def _effect_row(label: str, row: dict, colour: str) -> dict:
+    low, high = row.get("ci") or [None, None]
+    return {
+        "label": label,
+        "effect": row["effect"],
+        "low": low,
+        "high": high,
+        "colour": colour,
+        "p": row.get("p_holm", row.get("p_value")),
+    }
+
+
+def _effect_trace(r: dict, lo_edge: float, hi_edge: float) -> dict:
+    """One effect with its interval; an unbounded side (null in the evidence) is drawn to the
+    axis edge and said so in the hover text."""
+    high = r["high"] if r["high"] is not None else hi_edge
+    low = r["low"] if r["low"] is not None else lo_edge
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": r["label"],
+        "x": [r["effect"]],
+        "y": [r["label"]],
+        "marker": {"color": r["colour"], "size": 11},
+        "error_x": {
+            "type": "data",
+            "symmetric": False,
+            "array": [round(high - r["effect"], 6)],
+            "arrayminus": [round(r["effect"] - low, 6)],
+            "color": r["colour"],
+            "thickness": 2,
+            "width": 6,
+        },
+        "customdata": [
+            [
+                "−∞" if r["low"] is None else f"{r['low']:+.3f}".replace("-", "−"),
+                "+∞" if r["high"] is None else f"{r['high']:+.3f}".replace("-", "−"),
+                "—" if r["p"] is None else f"{r['p']:.3g}",
+            ]
+        ],
+        "hovertemplate": "effect %{x:+.3f} [%{customdata[0]}, %{customdata[1]}]"
+        "<br>p %{customdata[2]}<extra>%{y}</extra>",
+    }
+
+
+def _vline(x: float, colour: str, dash: str) -> dict:
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": colour, "dash": dash, "width": 1.5},
+    }
+
+
+def _note(x: float, text: str, colour: str) -> dict:
+    return {
+        "x": x,
+        "y": 1,
+        "xref": "x",
+        "yref": "paper",
+        "yanchor": "bottom",
+        "text": text,
+        "showarrow": False,
+        "font": {"color": colour, "size": 11},
+    }
+
+
+def effect_rows(figures: dict, *, promote_margin: float) -> list[dict]:
+    """The deciding metric's effect first, then each regression test's (semantics §17.4)."""
+    rows = []
+    improvement = figures.get("improvement")
+    if improvement:
+        good = improvement.get("significant") and improvement["effect"] >= promote_margin
+        label = f"{improvement['metric']} (failing cases)"
+        rows.append(_effect_row(label, improvement, GOOD if good else PENDING))
+    for r in figures.get("regressions") or []:
+        if r.get("ci") in (None, [None, None]):
+            # A look that spends no error rate on regressions tests none: no interval to draw.
+            continue
+        where = r["case"] if len(r.get("cases") or []) == 1 else f"{r['kind']} cases"
+        rows.append(
+            _effect_row(f"{r['metric']} on {where}", r, BAD if r.get("rejected") else NEUTRAL)
+        )
+    return rows
+
+
+def paired_effect(figures: dict, *, promote_margin: float, regress_margin: float) -> dict:
+    """The effect of the rule (treatment − control on the deciding metric, semantics §17.4) with
+    its confidence interval against the promote margin, and under it each regression test's
+    effect against the regress margin. Promotion needs the interval past zero and the effect
+    past the margin; a retirement for no improvement, the upper bound short of the margin."""
+    rows = effect_rows(figures, promote_margin=promote_margin)
+    bounds = [x for r in rows for x in (r["low"], r["high"], r["effect"]) if x is not None]
+    bounds += [promote_margin, -regress_margin, 0.0]
+    pad = 0.1 * (max(bounds) - min(bounds) or 1)
+    lo_edge, hi_edge = round(min(bounds) - pad, 6), round(max(bounds) + pad, 6)
+    return {
+        "data": [_effect_trace(r, lo_edge, hi_edge) for r in rows],
+        "layout": _layout(
+            "Effect of the rule: treatment − control, with its interval",
+            showlegend=False,
+            height=140 + 44 * len(rows),
+            margin={"l": 220, "r": 24, "t": 64, "b": 48},
+            xaxis={"title": {"text": "treatment − control"}, "range": [lo_edge, hi_edge]},
+            yaxis={"type": "category", "autorange": "reversed"},
+            shapes=[
+                _vline(0.0, NEUTRAL, "dot"),
+                _vline(promote_margin, GOOD, "dash"),
+                _vline(-regress_margin, BAD, "dot"),
+            ],
+            annotations=[
+                _note(promote_margin, f"promote margin +{promote_margin:g}", GOOD),
+                _note(-regress_margin, f"−{regress_margin:g}", BAD),
+            ],
+        ),
+    }

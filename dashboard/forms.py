@@ -229,3 +229,33 @@ class PackExportForm(forms.Form):
             "states": data.get("state") or ["active"],
             "fmt": data.get("format") or "yaml",
         }
+
+
+class EvidenceForm(forms.Form):
+    """The paired evidence matrix's view (semantics §17.5): which metric its chips show (the
+    deciding metric unless asked) and the row order. A bad value falls back to the default and
+    says so; it never reaches a query."""
+
+    metric = forms.ChoiceField(required=False, widget=_select("f-ev-metric"))
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("cases", "failing cases first, then wins"),
+            ("regression", "worst regression first"),
+        ],
+        widget=_select("f-ev-sort"),
+    )
+
+    def __init__(self, data, *, metrics: list[str], default: str | None):
+        super().__init__(data)
+        self.fields["metric"].choices = [(m, m) for m in metrics]
+        self.default = default
+        for field in self.fields.values():
+            field.error_messages["invalid_choice"] = "%(value)s is not one of the offered values"
+
+    def view(self) -> tuple[str | None, str, str]:
+        """(metric, sort, error): the defaults for what did not check out."""
+        error = "" if self.is_valid() else next(iter(self.errors.values()))[0]
+        data = self.cleaned_data
+        metric = data.get("metric") or self.default
+        return metric, data.get("sort") or "cases", error

@@ -16,6 +16,18 @@ urlpatterns = [
     path("", overview.overview, name="overview"),
     path("rules/", rules.rule_list, name="rule-list"),
     path("rules/<segment:rule_id>/", rules.rule_detail, name="rule-detail"),
+    path(
+        "rules/<segment:rule_id>/samples.csv",
+        rules.rule_samples_export,
+        {"fmt": "csv"},
+        name="rule-samples-csv",
+    ),
+    path(
+        "rules/<segment:rule_id>/samples.json",
+        rules.rule_samples_export,
+        {"fmt": "json"},
+        name="rule-samples-json",
+    ),
     path("rules/<segment:rule_id>/retire/", rules.rule_retire, name="rule-retire"),
     path("rules/<segment:rule_id>/requeue/", rules.rule_requeue, name="rule-requeue"),
     path("rounds/", rounds.round_list, name="round-list"),

@@ -7,6 +7,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import reverse
 from django.utils.html import format_html
 
+from dashboard import presenters
+
 register = template.Library()
 
 
@@ -44,3 +46,22 @@ def number(value, digits: int = 2) -> str:
     if not isinstance(value, int | float):
         return "—"
     return f"{value:.{digits}f}"
+
+
+@register.filter
+def signed(value, digits: int = 2) -> str:
+    """+0.18 / −0.04, with a real minus sign."""
+    if not isinstance(value, int | float):
+        return "—"
+    return f"{value:+.{digits}f}".replace("-", "\u2212")
+
+
+@register.filter
+def negate(value):
+    return -value if isinstance(value, int | float) else value
+
+
+@register.filter
+def short_outcome(value: str) -> str:
+    """A replay outcome that scored nothing, in a chip's few words."""
+    return presenters.short_outcome(value)

@@ -1,18 +1,25 @@
 """Rules table, rule detail and reviewer actions. No promote view exists:
 only the validation engine promotes (semantics §3)."""
 
+import csv
+import json
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from dashboard.forms import RuleFilterForm
+from dashboard import figures, presenters
+from dashboard.forms import EvidenceForm, RuleFilterForm
 from lifecycle.models import Rule
 from lifecycle.selectors import rules as selectors
 from lifecycle.services import rules as services
 from lifecycle.states import Actor, WrongState
 from lifecycle.validation import InvalidRule
+from replay.selectors import rule_paired_evidence
 
 from . import fragment, is_reviewer, reviewer_required, vary_on_htmx
 
@@ -34,12 +41,81 @@ def rule_list(request):
     return vary_on_htmx(render(request, template_name, context))
 
 
+def paired_panel(rule_id: str, query) -> dict | None:
+    """The rule's paired evidence (semantics §17.5) as the page shows and exports it; None when
+    the rule has no paired replay."""
+    stored = rule_paired_evidence(rule_id)
+    if not stored.samples:
+        return None
+    paired = presenters.paired_figures(stored.verdict)
+    metrics = presenters.metrics_measured(stored.samples)
+    form = EvidenceForm(
+        query, metrics=metrics, default=presenters.deciding_metric(stored.verdict, stored.samples)
+    )
+    metric, sort, error = form.view()
+    margins = {
+        "promote_margin": settings.CAUTERWEB_RULE_PROMOTE_MARGIN,
+        "regress_margin": settings.CAUTERWEB_RULE_REGRESS_MARGIN,
+    }
+    replay = (stored.verdict or {}).get("details", {}).get("replay") or {}
+    return {
+        "metric": metric,
+        "metrics": metrics,
+        "deciding": form.default,
+        "sort": sort,
+        "sorts": EvidenceForm.base_fields["sort"].choices,
+        "error": error,
+        "rows": presenters.sample_matrix(
+            stored.samples,
+            figures=paired,
+            metric=metric,
+            lower_is_better=stored.lower_is_better,
+            sort=sort,
+        ),
+        "noise": presenters.noise_floor(stored.samples),
+        "figures": paired,
+        "figure": figures.paired_effect(paired, **margins) if paired else None,
+        "verdict": stored.verdict,
+        "replay": replay,
+        "round_id": stored.round_id,
+        "samples": len(stored.samples),
+        **margins,
+    }
+
+
 @login_required
 def rule_detail(request, rule_id: str):
     rule = get_object_or_404(Rule, pk=rule_id)
+    paired = paired_panel(rule.id, request.GET)
+    template_name = fragment(request, "dashboard/rules/detail.html", "paired-matrix")
+    if template_name.endswith("#paired-matrix"):
+        # The matrix alone, re-sorted or on another metric: nothing else is read.
+        return vary_on_htmx(render(request, template_name, {"rule": rule, "paired": paired}))
     context = selectors.rule_detail(rule)
     context["can_review"] = is_reviewer(request.user)
-    return render(request, "dashboard/rules/detail.html", context)
+    context["paired"] = paired
+    return vary_on_htmx(render(request, template_name, context))
+
+
+@login_required
+def rule_samples_export(request, rule_id: str, fmt: str):
+    """The paired evidence matrix per case, as CSV or JSON (the page's metric and sort)."""
+    rule = get_object_or_404(Rule, pk=rule_id)
+    paired = paired_panel(rule.id, request.GET)
+    rows, metric = (paired["rows"], paired["metric"]) if paired else ([], None)
+    filename = f"{rule.id.replace('/', '_')}-samples.{fmt}"
+    if fmt == "json":
+        body = presenters.matrix_export(rows, rule_id=rule.id, metric=metric)
+        response = HttpResponse(
+            json.dumps(body, ensure_ascii=False, indent=2), content_type="application/json"
+        )
+    else:
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        writer = csv.writer(response)
+        writer.writerow(presenters.CSV_HEADER)
+        writer.writerows(presenters.matrix_csv_rows(rows, metric=metric or ""))
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
 
 
 def _confirm(request, rule: Rule, action: str, reason: str = ""):
