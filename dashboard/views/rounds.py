@@ -34,7 +34,16 @@ def round_detail(request, round_id: int):
     vround = get_object_or_404(ValidationRound, pk=round_id)
     template_name = fragment(request, "dashboard/rounds/detail.html", "round-status")
     context = selectors.round_detail(vround, page=request.GET.get("page"))
+    progress = selectors.round_progress(vround)
+    context["progress"] = progress
+    context["in_flight"] = sorted(progress["in_flight"].items(), key=_queue_order(vround.queue))
+    # A finished round's fragment carries no trigger: swapping it in stops the polling.
     return vary_on_htmx(render(request, template_name, context))
+
+
+def _queue_order(queue: list[str]):
+    position = {rule_id: i for i, rule_id in enumerate(queue)}
+    return lambda item: (position.get(item[0], len(position)), item[0])
 
 
 @require_POST
