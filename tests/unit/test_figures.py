@@ -251,3 +251,86 @@ def test_a_reason_that_restates_the_decision_is_not_repeated():
         "why": "improved past the promote margin",
     }
     assert attribution_words(entry) == "task_completion +0.31: improved — past the promote margin"
+
+
+# --- The paired effect against the promote margin (semantics §17.4, §17.5) --------------------
+
+
+def _paired_evidence(lift: float, repeats: int, *, win_harm: float = 0.0) -> dict:
+    """What decide_paired writes for three failing cases and a win, from fixed samples."""
+    from replay.engine import paired
+
+    cases = [
+        paired.PairedCase(f"F-{i}", "failing", "task_completion", frozenset({"task_completion"}))
+        for i in (1, 2, 3)
+    ] + [paired.PairedCase("S-1", "win", None)]
+    samples = []
+    for case in cases:
+        for arm in paired.ARMS:
+            for repeat in range(repeats):
+                base = 0.3 if case.case_kind == "failing" else 0.9
+                shift = lift if case.case_kind == "failing" else -win_harm
+                value = base + (shift if arm == "treatment" else 0) + 0.01 * (repeat % 3)
+                samples.append(
+                    paired.Sample(
+                        case.case_id, case.case_kind, arm, repeat, {"task_completion": value}
+                    )
+                )
+    return paired.decide_paired(samples, cases, paired.PairedConfig()).evidence
+
+
+def test_the_effect_figure_draws_the_improvement_with_its_interval_first():
+    evidence = _paired_evidence(0.4, 4)
+    improvement = evidence["improvement"]
+    figure = figures.paired_effect(evidence, **MARGINS)
+    first = figure["data"][0]
+    assert first["y"] == ["task_completion (failing cases)"]
+    assert first["x"] == [improvement["effect"]]
+    low, high = improvement["ci"]
+    assert first["x"][0] + first["error_x"]["array"][0] == pytest.approx(high, abs=1e-6)
+    assert first["x"][0] - first["error_x"]["arrayminus"][0] == pytest.approx(low, abs=1e-6)
+    # Significant and past the margin: the colour of a promotion.
+    assert improvement["significant"] and first["marker"]["color"] == figures.GOOD
+
+
+def test_the_effect_figure_marks_zero_and_both_margins():
+    figure = figures.paired_effect(_paired_evidence(0.4, 4), **MARGINS)
+    lines = {(s["x0"], s["line"]["color"]) for s in figure["layout"]["shapes"]}
+    assert lines == {(0.0, figures.NEUTRAL), (0.05, figures.GOOD), (-0.05, figures.BAD)}
+    low, high = figure["layout"]["xaxis"]["range"]
+    assert low < -0.05 and high > figure["data"][0]["x"][0]
+    assert "promote margin +0.05" in [a["text"] for a in figure["layout"]["annotations"]]
+
+
+def test_regression_tests_without_an_interval_at_this_look_are_left_out():
+    # At the first look no error rate is spent on regressions ("last"): nothing to draw.
+    early = _paired_evidence(0.0, 4)
+    assert all(r["ci"] == [None, None] for r in early["regressions"])
+    assert [t["y"][0] for t in figures.paired_effect(early, **MARGINS)["data"]] == [
+        "task_completion (failing cases)"
+    ]
+
+
+def test_a_significant_regression_is_drawn_red_under_the_improvement():
+    evidence = _paired_evidence(0.4, 8, win_harm=0.5)
+    rows = {t["y"][0]: t for t in figures.paired_effect(evidence, **MARGINS)["data"]}
+    harmed = rows["task_completion on S-1"]
+    assert harmed["marker"]["color"] == figures.BAD and harmed["x"][0] < -0.05
+    assert list(rows)[0] == "task_completion (failing cases)"
+
+
+def test_an_unbounded_side_reaches_the_axis_edge_and_says_so():
+    evidence = {
+        "improvement": {
+            "metric": "task_completion",
+            "effect": 0.1,
+            "ci": [-0.2, None],
+            "p_value": 0.3,
+            "significant": False,
+        }
+    }
+    figure = figures.paired_effect(evidence, **MARGINS)
+    trace = figure["data"][0]
+    assert trace["x"][0] + trace["error_x"]["array"][0] == figure["layout"]["xaxis"]["range"][1]
+    assert trace["customdata"] == [["\u22120.200", "+∞", "0.3"]]
+    assert trace["marker"]["color"] == figures.PENDING
