@@ -7,26 +7,95 @@ from django.core.management import call_command
 
 from lifecycle.models import JournalEvent, Rule
 
+# Every demo rule at standstill: (state, last validator, pending reason or "").
+SETTLED = {
+    "C-001": ("active", "replay", ""),
+    "C-002": ("retired", "replay", ""),
+    "C-003": ("active", "replay", ""),
+    "C-004": ("active", "replay", ""),
+    "C-005": ("retired", "replay", ""),
+    "C-006": ("active", "replay", ""),
+    "C-007": ("retired", "replay", ""),
+    "C-008": ("active", "replay", ""),
+    "C-009": ("active", "forward_trial", ""),
+    "C-010": ("retired", "forward_trial", ""),
+    "C-011": ("active", "replay", ""),
+    "C-012": ("active", "replay", ""),
+    "C-013": ("candidate", "forward_trial", "trial_in_progress"),
+}
+
 
 @pytest.fixture
 def demo(db, settings):
     settings.CAUTERWEB_REPLAY_BACKEND = "replay.backends.simulated:replay"
+    settings.CAUTERWEB_REPLAY_DESIGN = "paired"
     settings.CAUTERWEB_VERIFIER = ""
     call_command("demo_setup", stdout=open("/dev/null", "w"))  # noqa: SIM115
 
 
-def test_the_demo_settles_with_every_kind_of_outcome(demo):
-    rules = {r.id: r for r in Rule.objects.all()}
-    by_replay = {r.id for r in rules.values() if r.last_validator == "replay"}
-    assert any(rules[i].state == "active" for i in by_replay)
-    assert rules["C-001"].state == "active"  # the F-001 rule
-    assert (rules["C-002"].state, rules["C-002"].last_validator) == ("retired", "replay")
-    assert "protected win" in rules["C-002"].verdict_reason
-    retired = JournalEvent.objects.get(rule_id="C-002", type="rule_retired").evidence
-    assert {case["arm"] for case in retired["cases"]} == {"treatment", "control"}
-    assert any(r["rejected"] for r in retired["paired"]["regressions"])
-    assert (rules["C-009"].state, rules["C-009"].last_validator) == ("active", "forward_trial")
-    assert rules["C-013"].state == "candidate" and rules["C-013"].pending_reason
+def _decision(rule_id: str, event: str) -> dict:
+    return JournalEvent.objects.get(rule_id=rule_id, type=event).evidence
+
+
+def test_every_demo_rule_settles_as_documented(demo):
+    settled = {
+        r.id: (r.state, r.last_validator, r.pending_reason or "") for r in Rule.objects.all()
+    }
+    assert settled == SETTLED
+
+
+def test_c001_is_promoted_on_paired_evidence(demo):
+    evidence = _decision("C-001", "rule_promoted")
+    paired = evidence["paired"]
+    assert paired["design"] == "paired"
+    assert {case["arm"] for case in evidence["cases"]} == {"treatment", "control"}
+    for case_id in ("F-008", "F-007", "F-006"):
+        arms = paired["cases"][case_id]["arms"]
+        assert arms["treatment"]["replays"] == arms["control"]["replays"] == 4
+        completion = {arm: arms[arm]["metrics"]["task_completion"]["mean"] for arm in arms}
+        assert completion["treatment"] > completion["control"]
+    improvement = paired["improvement"]
+    assert improvement["metric"] == "task_completion" and improvement["significant"]
+    assert improvement["effect"] == pytest.approx(0.62, abs=0.005)
+    low, high = improvement["ci"]
+    assert 0.05 < low <= improvement["effect"] <= high  # the interval clears the margin
+    assert Rule.objects.get(id="C-001").verdict_reason.startswith(
+        "improved task_completion: effect +0.62 [+0.60, +0.64]"
+    )
+
+
+def test_c002_is_retired_for_harming_protected_wins_in_the_treatment_arm(demo):
+    evidence = _decision("C-002", "rule_retired")
+    assert {case["arm"] for case in evidence["cases"]} == {"treatment", "control"}
+    rejected = [r for r in evidence["paired"]["regressions"] if r["rejected"]]
+    assert rejected and {r["kind"] for r in rejected} == {"win"}
+    outcome = next(r for r in rejected if r["metric"] == "outcome_correct")
+    assert outcome["ci"][1] < 0  # the whole interval is a loss
+    assert "protected wins S-025, S-024" in Rule.objects.get(id="C-002").verdict_reason
+
+
+def test_c007_is_retired_for_no_improvement_after_every_repeat(demo):
+    evidence = _decision("C-007", "rule_retired")
+    paired = evidence["paired"]
+    for case_id in ("F-024", "F-023", "F-022"):
+        arms = paired["cases"][case_id]["arms"]
+        assert arms["treatment"]["replays"] == arms["control"]["replays"] == 8
+    assert paired["improvement"]["ci"][1] < 0.05  # the upper bound is below the margin
+    assert "no improvement on task_completion" in Rule.objects.get(id="C-007").verdict_reason
+
+
+def test_c013_is_pending_its_forward_trial_after_three_unexercised_replays(demo):
+    rule = Rule.objects.get(id="C-013")
+    assert rule.replay_attempts == 3
+    assert rule.verdict_reason == "trial: 0/5 sessions observed"
+    replays = JournalEvent.objects.filter(
+        rule_id="C-013", type="validation_verdict", evidence__validator="replay"
+    )
+    assert [e.evidence["pending_reason"] for e in replays.order_by("id")] == [
+        "candidate_not_exercised",
+        "replay_inconclusive",
+        "replay_inconclusive",
+    ]
 
 
 def test_the_simulator_is_deterministic():
