@@ -9,6 +9,7 @@ Patterns are written in lower case; `Lexicon` searches them behind shared gates.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # ---------------------------------------------------------------------------
 # Failure-mode atoms (semantics §1: `tool:`, `action:`, `error:` and any other key)
@@ -510,15 +511,25 @@ EQUIVALENTS: list[tuple[str, str]] = [
     (r"\brather than\b|\bin place of\b", "instead of"),
 ]
 _EQUIVALENT_RX = [(re.compile(p, re.I), r) for p, r in EQUIVALENTS]
-_EQUIVALENT_GATE = re.compile("|".join(f"(?:{p})" for p, _ in EQUIVALENTS), re.I)
+# The rewrites run in order (one may rewrite what an earlier one wrote), so each chunk of
+# eight is gated on the text as it stands when the chunk is reached: a chunk whose
+# alternation finds nothing would substitute nothing.
+_EQUIVALENT_CHUNKS = [
+    (
+        re.compile("|".join(f"(?:{p})" for p, _ in EQUIVALENTS[i : i + 8]), re.I),
+        _EQUIVALENT_RX[i : i + 8],
+    )
+    for i in range(0, len(EQUIVALENTS), 8)
+]
 
 
+@lru_cache(maxsize=16384)
 def canonical(text: str) -> str:
     """The text with every equivalence rewritten to its one spelling."""
-    if not _EQUIVALENT_GATE.search(text):
-        return text
-    for rx, replacement in _EQUIVALENT_RX:
-        text = rx.sub(replacement, text)
+    for gate, members in _EQUIVALENT_CHUNKS:
+        if gate.search(text):
+            for rx, replacement in members:
+                text = rx.sub(replacement, text)
     return text
 
 
@@ -634,6 +645,7 @@ ANTONYMS: list[tuple[str, str]] = [
     )
 ]
 _NEGATIVE_PREFIX = ("un", "in", "non", "dis", "im", "ir", "il")
+_PREFIX_SET = frozenset(_NEGATIVE_PREFIX)
 
 
 def opposite(a: str, b: str) -> bool:
@@ -641,7 +653,28 @@ def opposite(a: str, b: str) -> bool:
     prefix ("documented" / "undocumented", "valid" / "invalid")."""
     if (a, b) in _ANTONYM_SET:
         return True
-    return any(b == p + a or a == p + b for p in _NEGATIVE_PREFIX) and min(len(a), len(b)) >= 4
+    if min(len(a), len(b)) < 4:
+        return False
+    # One is the other behind a negative prefix: the longer ends with the shorter and
+    # what comes before it is one of the prefixes.
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return longer.endswith(shorter) and longer[: len(longer) - len(shorter)] in _PREFIX_SET
 
 
 _ANTONYM_SET = frozenset(ANTONYMS) | frozenset((b, a) for a, b in ANTONYMS)
+_ANTONYMS_OF: dict[str, set[str]] = {}
+for _a, _b in _ANTONYM_SET:
+    _ANTONYMS_OF.setdefault(_a, set()).add(_b)
+
+
+@lru_cache(maxsize=16384)
+def opposites_of(word: str) -> frozenset[str]:
+    """Every word `opposite(word, w)` holds for, so that a word is tested against a set
+    of words with one intersection rather than one call a pair."""
+    found = set(_ANTONYMS_OF.get(word, ()))
+    if len(word) >= 4:
+        found.update(p + word for p in _NEGATIVE_PREFIX)
+    found.update(
+        word[len(p) :] for p in _NEGATIVE_PREFIX if word.startswith(p) and len(word) - len(p) >= 4
+    )
+    return frozenset(found)

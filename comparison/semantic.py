@@ -97,6 +97,10 @@ def _basic_tokens(text: str) -> list[str]:
     return out
 
 
+# Sentence vectors kept per text (1 KB each): at most this many before the cache restarts.
+_VECTOR_CACHE = 32768
+
+
 class StaticEmbedder:
     """Mean-of-word-pieces sentence vectors, L2-normalised."""
 
@@ -107,6 +111,7 @@ class StaticEmbedder:
         self.dim = int(matrix.shape[1])
         # Word → piece ids is pure and rule text is repetitive: memoise per word.
         self._pieces = lru_cache(maxsize=65536)(self._wordpiece)
+        self._vectors: dict[str, object] = {}
 
     def _wordpiece(self, word: str) -> tuple[int, ...]:
         if len(word) > 100:
@@ -149,7 +154,22 @@ class StaticEmbedder:
         return rows / np.maximum(norms, 1e-9)[:, None], norms
 
     def encode(self, texts: list[str]):
-        """One unit vector per text (a zero vector for a text with no known piece)."""
+        """One unit vector per text (a zero vector for a text with no known piece).
+
+        A text's vector depends on that text alone, so each is computed once and kept:
+        an expected rule is compared with every candidate extracted for it."""
+        np = _numpy()
+        cache = self._vectors
+        missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        if missing:
+            if len(cache) + len(missing) > _VECTOR_CACHE:
+                cache.clear()  # bounded: rule texts are short, but a process lives long
+            cache.update(zip(missing, self._encode(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([cache[t] for t in texts])
+
+    def _encode(self, texts: list[str]):
         np = _numpy()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         ids_per_text = [self.piece_ids(text) for text in texts]

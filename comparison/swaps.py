@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
-from .lexicon import SYNONYM_OF, opposite
+from .lexicon import SYNONYM_OF, opposites_of
 from .text import CONNECTIVES, PRONOUNS, change_blocks, content, only, same_stem, stem
 from .triggers import atoms_of
 
@@ -74,7 +74,7 @@ def related(old: set[str] | frozenset[str], new: set[str] | frozenset[str]) -> b
 
 @lru_cache(maxsize=8192)
 def _related(old: frozenset[str], new: frozenset[str]) -> bool:
-    if any(opposite(a, b) for a in old for b in new):
+    if any(opposites_of(a) & new for a in old):
         return False
     if old <= PRONOUNS or new <= PRONOUNS:
         return True
@@ -140,6 +140,8 @@ def opposites(expected: str, extracted: str) -> int:
     "undocumented")."""
     gone = content(expected) - content(extracted)
     came = content(extracted) - content(expected)
+    came_stems = {stem(b) for b in came}
     return sum(
-        any(opposite(a, b) or opposite(stem(a), stem(b)) for b in came) for a in sorted(gone)
+        bool(opposites_of(a) & came or (came and opposites_of(stem(a)) & came_stems))
+        for a in gone
     )

@@ -26,11 +26,17 @@ def token_f1(a: str, b: str) -> float:
         return 1.0
     if not ta or not tb:
         return 0.0
-    common = sum((Counter(ta) & Counter(tb)).values())
+    common = sum((_counts(a) & _counts(b)).values())
     if common == 0:
         return 0.0
     precision, recall = common / len(tb), common / len(ta)
     return 2 * precision * recall / (precision + recall)
+
+
+@lru_cache(maxsize=16384)
+def _counts(text: str) -> Counter:
+    # Read only (`&` builds a new Counter), so one per text can be shared.
+    return Counter(tokens(text))
 
 
 def word_diff(expected: str, extracted: str) -> list[tuple[str, str]]:
