@@ -6,14 +6,16 @@ paired rounds run by the engine against the simulated flaky agent."""
 import csv
 import io
 import json
+import re
+import statistics
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from freezegun import freeze_time
 
-from dashboard import presenters
 from lifecycle.models import Rule
 from replay.backends.simulated import StochasticAgent
 from replay.models import ReplaySample
@@ -76,3 +78,211 @@ def test_the_engine_left_the_rule_pending_for_more_samples(pending_rule):
     assert ReplaySample.objects.filter(rule=pending_rule).count() == 40
     assert pending_rule.verdict_reason.endswith("needs more samples: 4 of 8 repeats per case")
 
+
+def stored(rule_id: str = "R-1") -> dict:
+    """{(case, arm): [task_completion by repeat]} as the engine stored them."""
+    out: dict = {}
+    for s in ReplaySample.objects.filter(rule_id=rule_id).order_by("repeat"):
+        out.setdefault((s.case_id, s.arm), []).append(s.metrics["task_completion"])
+    return out
+
+
+def latest_paired(rule_id: str = "R-1") -> dict:
+    from lifecycle.models import JournalEvent
+
+    event = JournalEvent.objects.filter(rule_id=rule_id, type="validation_verdict").latest("id")
+    return event.evidence["details"]["replay"]
+
+
+def minority(values: list[float]) -> int:
+    passes = sum(v >= 0.5 for v in values)
+    fails = len(values) - passes
+    return 0 if passes == fails else min(passes, fails)
+
+
+def page(client, **params) -> str:
+    return client.get(reverse("rule-detail", args=["R-1"]), params).content.decode()
+
+
+# --- Why pending, in words ------------------------------------------------------------------------
+
+
+def test_the_page_says_why_the_rule_is_pending_in_the_engines_words(pending_rule, viewer_client):
+    reason = latest_paired()["reason"]
+    assert re.fullmatch(
+        r"effect [+−]\d\.\d\d \[[+−]\d\.\d\d, [+−]\d\.\d\d\]; "
+        r"needs more samples: 4 of 8 repeats per case",
+        reason,
+    )
+    body = page(viewer_client)
+    assert f'<strong>Why pending:</strong> <span id="paired-reason">{reason}</span>' in body
+    assert "Look</dt><dd>1 of 2" in body and "40 counted" in body
+
+
+# --- The matrix -----------------------------------------------------------------------------------
+
+
+def test_the_matrix_has_failing_cases_first_then_wins_with_each_arms_repeats(
+    pending_rule, viewer_client
+):
+    response = viewer_client.get(reverse("rule-detail", args=["R-1"]))
+    rows = response.context["paired"]["rows"]
+    assert [(r.case, r.kind) for r in rows] == [
+        ("F-3", "failing"),
+        ("F-2", "failing"),
+        ("F-1", "failing"),
+        ("S-2", "win"),
+        ("S-1", "win"),
+    ]
+    summary = latest_paired()["paired"]["cases"]
+    values = stored()
+    for r in rows:
+        for cell in r.cells:
+            assert [c.value for c in cell.chips] == values[(r.case, cell.arm)]
+            # n, mean and sd per cell are the figures the verdict weighed.
+            weighed = summary[r.case]["arms"][cell.arm]["metrics"]["task_completion"]
+            assert cell.n == weighed["n"] == 4
+            assert cell.mean == pytest.approx(weighed["mean"], abs=1e-6)
+            assert cell.sd == pytest.approx(weighed["sd"], abs=1e-6)
+
+
+def test_flips_are_highlighted_where_a_replay_went_against_its_arm(pending_rule, viewer_client):
+    body = page(viewer_client)
+    expected = sum(minority(v) for v in stored().values())
+    assert expected > 0
+    assert body.count('<span class="visually-hidden"> (flip)</span>') == expected
+    assert len(re.findall(r'class="chip chip-(?:pass|fail) flip" title="repeat', body)) == expected
+
+
+def test_sorting_by_regression_puts_the_most_harmed_case_first(pending_rule, viewer_client):
+    values = stored()
+    effect = {
+        case: statistics.fmean(values[(case, "treatment")])
+        - statistics.fmean(values[(case, "control")])
+        for case, _ in values
+    }
+    response = viewer_client.get(reverse("rule-detail", args=["R-1"]), {"sort": "regression"})
+    rows = response.context["paired"]["rows"]
+    assert [r.case for r in rows] == sorted(effect, key=effect.get)
+    assert [r.effect for r in rows] == pytest.approx(sorted(effect.values()))
+
+
+def test_the_sort_swaps_only_the_matrix_and_pushes_the_url(pending_rule, viewer_client):
+    url = reverse("rule-detail", args=["R-1"])
+    body = page(viewer_client)
+    link = f"{url}?metric=task_completion&amp;sort=regression"
+    assert f'<a href="{link}" hx-get="{link}">Effect</a>' in body
+    assert 'hx-target="#paired-matrix" hx-swap="outerHTML" hx-push-url="true"' in body
+    response = viewer_client.get(url, {"sort": "regression"}, **HTMX)
+    fragment = response.content.decode()
+    assert fragment.lstrip().startswith('<div id="paired-matrix"')
+    assert "<html" not in fragment and "Effect ▲" in fragment
+    assert "HX-Request" in response["Vary"]
+
+
+def test_another_metric_can_be_shown_and_a_bad_one_falls_back(pending_rule, viewer_client):
+    response = viewer_client.get(reverse("rule-detail", args=["R-1"]), {"metric": "coherence"})
+    assert response.context["paired"]["metric"] == "coherence"
+    response = viewer_client.get(
+        reverse("rule-detail", args=["R-1"]), {"metric": "nope", "sort": "sideways"}
+    )
+    assert response.status_code == 200
+    paired = response.context["paired"]
+    assert (paired["metric"], paired["sort"]) == ("task_completion", "cases")
+    assert "nope is not one of the offered values" in response.content.decode()
+
+
+def test_the_noise_floor_is_the_control_arms_spread_within_each_case(pending_rule, viewer_client):
+    floors = {n.metric: n for n in page_context(viewer_client)["noise"]}
+    control = [v for (case, arm), v in stored().items() if arm == "control"]
+    pooled = sum(statistics.variance(v) * (len(v) - 1) for v in control) / sum(
+        len(v) - 1 for v in control
+    )
+    assert floors["task_completion"].sd == pytest.approx(pooled**0.5)
+    assert (floors["task_completion"].samples, floors["task_completion"].cases) == (20, 5)
+    assert set(floors) == {"coherence", "outcome_correct", "task_completion"}
+
+
+def page_context(client) -> dict:
+    return client.get(reverse("rule-detail", args=["R-1"])).context["paired"]
+
+
+def test_the_effect_figure_is_rendered_by_charts_js_without_inline_scripts(
+    pending_rule, viewer_client
+):
+    body = page(viewer_client)
+    assert 'class="chart chart-effect" data-plotly="' in body
+    assert "/static/vendor/plotly.min.js" in body and "<script>" not in body
+
+
+def test_a_rule_without_paired_replays_has_no_matrix_and_no_plotly(viewer_client, paired):
+    rule()
+    body = page(viewer_client)
+    assert "Paired evidence" not in body and "plotly.min.js" not in body
+
+
+# --- Export -----------------------------------------------------------------------------------------
+
+
+def test_the_csv_export_has_one_line_per_case_with_each_arms_values(pending_rule, viewer_client):
+    response = viewer_client.get(reverse("rule-samples-csv", args=["R-1"]))
+    assert response["Content-Type"].startswith("text/csv")
+    assert 'filename="R-1-samples.csv"' in response["Content-Disposition"]
+    lines = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [line["case"] for line in lines] == ["F-3", "F-2", "F-1", "S-2", "S-1"]
+    values = stored()
+    for line in lines:
+        for arm in ("treatment", "control"):
+            assert [float(v) for v in line[f"{arm}_values"].split()] == pytest.approx(
+                values[(line["case"], arm)]
+            )
+            assert int(line[f"{arm}_flips"]) == minority(values[(line["case"], arm)])
+            assert line[f"{arm}_n"] == "4"
+        assert line["metric"] == "task_completion"
+
+
+def test_the_json_export_follows_the_pages_sort_and_keeps_every_sample(pending_rule, viewer_client):
+    response = viewer_client.get(reverse("rule-samples-json", args=["R-1"]), {"sort": "regression"})
+    body = json.loads(response.content)
+    page_rows = viewer_client.get(reverse("rule-detail", args=["R-1"]), {"sort": "regression"})
+    assert [c["case"] for c in body["cases"]] == [
+        r.case for r in page_rows.context["paired"]["rows"]
+    ]
+    values = stored()
+    for case in body["cases"]:
+        for arm in ("treatment", "control"):
+            samples = case[arm]["samples"]
+            assert [s["value"] for s in samples] == pytest.approx(values[(case["case"], arm)])
+            assert [s["repeat"] for s in samples] == [0, 1, 2, 3]
+            assert sum(s["flip"] for s in samples) == case[arm]["flips"]
+
+
+def test_the_export_needs_a_login_and_a_known_rule(pending_rule, viewer_client):
+    for name in ("rule-samples-csv", "rule-samples-json"):
+        response = Client().get(reverse(name, args=["R-1"]))
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+        assert viewer_client.get(reverse(name, args=["R-404"])).status_code == 404
+
+
+# --- Queries ----------------------------------------------------------------------------------------
+
+
+def test_the_rule_page_runs_the_same_queries_for_40_or_80_samples(
+    pending_rule, viewer_client, django_assert_max_num_queries
+):
+    url = reverse("rule-detail", args=["R-1"])
+
+    def count(**extra) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert viewer_client.get(url, **extra).status_code == 200
+        return len(ctx.captured_queries)
+
+    page_queries, fragment_queries = count(), count(**HTMX)
+    # A second round adds the second batch of repeats.
+    with freeze_time(T0, tick=False) as frozen:
+        CLOCK[:] = [frozen]
+        round_run()
+    CLOCK.clear()
+    assert ReplaySample.objects.filter(rule_id="R-1").count() == 80
+    assert count() == page_queries
+    assert count(**HTMX) == fragment_queries
