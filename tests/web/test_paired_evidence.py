@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from freezegun import freeze_time
 
+from dashboard import presenters
 from lifecycle.models import Rule
 from replay.backends.simulated import StochasticAgent
 from replay.models import ReplaySample
@@ -286,3 +287,84 @@ def test_the_rule_page_runs_the_same_queries_for_40_or_80_samples(
     assert ReplaySample.objects.filter(rule_id="R-1").count() == 80
     assert count() == page_queries
     assert count(**HTMX) == fragment_queries
+
+
+# --- The matrix's rules on fixed samples (no engine) -----------------------------------------------
+
+
+def sample(case, arm, repeat, value, *, outcome="scored", metric="task_completion"):
+    metrics = {metric: value} if outcome == "scored" else {}
+    return {
+        "case_id": case,
+        "case__kind": "failure",
+        "arm": arm,
+        "repeat": repeat,
+        "round_id": 1,
+        "outcome": outcome,
+        "metrics": metrics,
+    }
+
+
+def one_row(samples, **kwargs):
+    (row,) = presenters.sample_matrix(samples, figures=None, metric="task_completion", **kwargs)
+    return row
+
+
+def test_a_replay_against_its_arms_majority_is_a_flip_and_disagreeing_arms_are_flagged():
+    row = one_row(
+        [sample("F-1", "treatment", i, v) for i, v in enumerate([0.9, 0.8, 0.2, 0.85])]
+        + [sample("F-1", "control", i, v) for i, v in enumerate([0.3, 0.2, 0.25, 0.3])]
+    )
+    assert [c.flip for c in row.treatment.chips] == [False, False, True, False]
+    assert row.treatment.flips == 1 and row.control.flips == 0
+    assert (row.treatment.majority, row.control.majority, row.disagree) == (True, False, True)
+    assert row.effect == pytest.approx(0.6875 - 0.2625)
+
+
+def test_a_split_arm_has_no_majority_so_no_flip_and_no_disagreement():
+    row = one_row(
+        [sample("F-1", "treatment", i, v) for i, v in enumerate([0.9, 0.1])]
+        + [sample("F-1", "control", i, v) for i, v in enumerate([0.1, 0.2])]
+    )
+    assert row.treatment.majority is None and row.treatment.flips == 0 and not row.disagree
+
+
+def test_a_replay_that_scored_nothing_is_a_chip_without_a_value_and_counts_for_nothing():
+    row = one_row(
+        [
+            sample("F-1", "treatment", 0, 0.9),
+            sample("F-1", "treatment", 1, None, outcome="candidate_not_exercised"),
+            sample("F-1", "control", 0, 0.2),
+        ]
+    )
+    chips = row.treatment.chips
+    assert [(c.outcome, c.value, c.flip) for c in chips] == [
+        ("scored", 0.9, False),
+        ("candidate_not_exercised", None, False),
+    ]
+    assert (row.treatment.n, row.treatment.sd) == (1, None)
+    assert presenters.short_outcome("candidate_not_exercised") == "not read"
+
+
+def test_a_lower_is_better_metric_passes_low_and_its_effect_is_turned_round():
+    row = one_row(
+        [sample("F-1", "treatment", i, v) for i, v in enumerate([0.1, 0.2, 0.9])]
+        + [sample("F-1", "control", i, v) for i, v in enumerate([0.8, 0.7, 0.9])],
+        lower_is_better=frozenset({"task_completion"}),
+    )
+    assert [c.passed for c in row.treatment.chips] == [True, True, False]
+    assert [c.flip for c in row.treatment.chips] == [False, False, True]
+    assert row.effect == pytest.approx(0.8 - 0.4)
+
+
+def test_cases_no_longer_selected_come_last_and_are_marked_not_counted():
+    figures = {"cases": {"F-2": {"kind": "failing"}, "S-1": {"kind": "win"}}}
+    samples = [
+        sample(c, a, 0, 0.5) for c in ("F-1", "F-2", "S-1") for a in ("treatment", "control")
+    ]
+    rows = presenters.sample_matrix(samples, figures=figures, metric="task_completion")
+    assert [(r.case, r.kind, r.counted) for r in rows] == [
+        ("F-2", "failing", True),
+        ("S-1", "win", True),
+        ("F-1", "failing", False),
+    ]
