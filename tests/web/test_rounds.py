@@ -1,6 +1,8 @@
 """The rounds pages: queue order with rotation, validator and verdict per
 candidate, live polling while a round runs, and the reviewers' "Start a round" button."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -8,6 +10,7 @@ from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent
 from replay import selectors
 from replay.models import ValidationRound
+from replay.rounds import round_run
 from tests.builders import T0, make_round, make_rule, verdict
 
 pytestmark = pytest.mark.django_db
@@ -220,3 +223,57 @@ def test_the_start_button_runs_a_round_through_the_real_kick(reviewer_client):
     started = JournalEvent.objects.get(type="validation_round_started")
     assert started.round_id == vround.id
     assert f'href="/rounds/{vround.id}/">Round {vround.id}</a>' in response.content.decode()
+
+
+# --- Live progress (semantics §18) --------------------------------------------------------------
+
+
+def test_a_running_round_shows_replays_queued_running_and_done_per_candidate(viewer_client):
+    for rule_id in ("A", "B", "C"):
+        make_rule(rule_id)
+    progress = {
+        "candidates": 3,
+        "waiting": 1,
+        "written": 0,
+        "replays": 14,
+        "in_flight": {
+            "B": {"queued": 0, "running": 2, "done": 4},
+            "A": {"queued": 6, "running": 1, "done": 1},
+        },
+    }
+    vround = make_round(["A", "B", "C"], status="running", progress=progress)
+    url = reverse("round-detail", args=[vround.id])
+    fragment = viewer_client.get(url, **HTMX).content.decode()
+    assert 'hx-trigger="every 2s"' in fragment
+    # In the round's queue order, each with its three counts.
+    rows = re.findall(
+        r'<tr data-rule="(\w)">.*?<td class="num">(\d+)</td><td class="num">(\d+)</td>'
+        r'<td class="num">(\d+)</td></tr>',
+        fragment,
+    )
+    assert rows == [("A", "6", "1", "1"), ("B", "0", "2", "4")]
+    assert "0 of 3 candidates with a verdict written · 1 not reached yet · 14 replays" in fragment
+
+
+def test_the_polling_stops_when_a_real_round_finishes(viewer_client, settings):
+    settings.CAUTERWEB_REPLAY_BACKEND = ""
+    settings.CAUTERWEB_LOCK_URL = ""
+    make_rule("A")
+    make_rule("B")
+    vround = round_run()
+    fragment = viewer_client.get(reverse("round-detail", args=[vround.id]), **HTMX).content.decode()
+    assert vround.status == "finished"
+    assert "hx-trigger" not in fragment and "hx-get=" not in fragment.split("<table")[0]
+    assert "2 of 2 candidates with a verdict written · 0 not reached yet" in fragment
+    assert "No candidate has replays in flight: the round is over." in fragment
+
+
+def test_a_failed_round_shows_as_failed_and_stops_polling(viewer_client):
+    vround = make_round(
+        ["A"], status="failed", finished_at=T0, error="the worker running this round stopped"
+    )
+    fragment = viewer_client.get(reverse("round-detail", args=[vround.id]), **HTMX).content.decode()
+    assert '<strong class="round-status round-failed">failed</strong>' in fragment
+    assert "the next round takes up the rest" in fragment
+    assert "the worker running this round stopped" in fragment
+    assert "hx-trigger" not in fragment
