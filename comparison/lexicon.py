@@ -280,10 +280,14 @@ class Lexicon:
         self.patterns = {name: re.compile(p) for name, p in patterns.items()}
         names = list(patterns)
         # Without its word boundaries a gate only matches more, so it stays a safe
-        # pre-check; a case-sensitive member is let through its gate in any case.
+        # pre-check; a case-sensitive member is let through its gate in any case. With
+        # `size=1` there are no gates: for short lists of common words a gate nearly
+        # always opens, and searching it only doubles the work.
         self.gates = [
             (
-                re.compile("|".join(self._gate_source(n, patterns[n]) for n in chunk)),
+                re.compile("|".join(self._gate_source(n, patterns[n]) for n in chunk))
+                if size > 1
+                else None,
                 [(n, self.patterns[n], n in self.case_sensitive) for n in chunk],
             )
             for chunk in (names[i : i + size] for i in range(0, len(names), size))
@@ -299,15 +303,16 @@ class Lexicon:
         return [
             name
             for gate, members in self.gates
-            if gate.search(low)
+            if gate is None or gate.search(low)
             for name, rx, exact in members
             if rx.search(text if exact else low)
         ]
 
 
-TOOL_LEXICON = Lexicon(TOOLS)
-ACTION_LEXICON = Lexicon(ACTIONS)
-ERROR_LEXICON = Lexicon(ERRORS, case_sensitive={"merge_conflict"})
+# Gate sizes measured on the labelled pairs' texts (the results do not depend on them).
+TOOL_LEXICON = Lexicon(TOOLS, size=1)
+ACTION_LEXICON = Lexicon(ACTIONS, size=1)
+ERROR_LEXICON = Lexicon(ERRORS, case_sensitive={"merge_conflict"}, size=8)
 STATE_LEXICON = Lexicon(STATES)
 KNOWN_LEXICON = Lexicon({**ERRORS, **{f"tool:{k}": v for k, v in TOOLS.items()}})
 COMPILED_TOOLS = TOOL_LEXICON.patterns
@@ -365,7 +370,7 @@ STANCES: dict[str, str] = {
     "merge": r"\bmerge\b",
     "new_key": r"(?:new|fresh|different) idempotency key",
 }
-STANCE_LEXICON = Lexicon(STANCES)
+STANCE_LEXICON = Lexicon(STANCES, size=1)
 # A negation reaches a few words on, never past the end of its clause: in "do not rebase;
 # merge the changes" the merge is not negated. A rejected option ("rather than rewriting
 # its history with rebase plus force push, …") reaches to the end of its clause.
@@ -418,7 +423,7 @@ VERB_CLASSES: dict[str, str] = {
     "send": r"push|publish|upload|deploy|release|send|return|respond|acknowledge",
     "expose": r"map|expose|publish|forward|bind|open (?:the |a )?port",
 }
-VERB_LEXICON = Lexicon({k: rf"\b(?:{v})\b" for k, v in VERB_CLASSES.items()})
+VERB_LEXICON = Lexicon({k: rf"\b(?:{v})\b" for k, v in VERB_CLASSES.items()}, size=1)
 
 
 # ---------------------------------------------------------------------------

@@ -142,6 +142,5 @@ def opposites(expected: str, extracted: str) -> int:
     came = content(extracted) - content(expected)
     came_stems = {stem(b) for b in came}
     return sum(
-        bool(opposites_of(a) & came or (came and opposites_of(stem(a)) & came_stems))
-        for a in gone
+        bool(opposites_of(a) & came or (came and opposites_of(stem(a)) & came_stems)) for a in gone
     )

@@ -122,9 +122,15 @@ def atoms_of(text: str) -> frozenset[str]:
     )
     for m in _IDENTIFIER.finditer(text):
         word = m.group(0)
-        if word not in _IGNORED_IDENTIFIERS and not KNOWN_LEXICON.found(word):
+        if word not in _IGNORED_IDENTIFIERS and not _known(word):
             atoms.add(f"code:{word.lower()}")
     return frozenset(atoms)
+
+
+@lru_cache(maxsize=8192)
+def _known(word: str) -> bool:
+    # The same identifiers come back in text after text.
+    return bool(KNOWN_LEXICON.found(word))
 
 
 def _actions(text: str) -> set[str]:
