@@ -39,15 +39,17 @@ def test_filtering_the_rules_table_changes_the_url(signed_in, shot):
 
 
 def test_a_rule_retired_by_replay_shows_its_cases_and_attribution(signed_in, shot):
-    # semantics §7.7: C-005 regressed its own metric on a failing case; dips elsewhere are recorded
-    # as not attributable.
+    # semantics §17: C-005 ("retry immediately on 429") was retired on paired evidence: the
+    # treatment arm read it and lost protected win S-034, which the control arm kept.
     page = signed_in
     page.goto("/rules/C-005/")
     replay = page.get_by_role("region", name="Replay validation")
-    row = replay.locator("table.cases tr", has=page.get_by_role("link", name="F-020"))
-    expect(row).to_contain_text("failing")
-    expect(row).to_contain_text("task_completion −0.15: attributable regression")
-    expect(row).to_contain_text("not attributable")
+    expect(replay).to_contain_text("regressed outcome_correct on protected win S-034")
+    treatment = replay.locator("table.cases tr", has_text="replay:1:C-005:F-020:treatment:7")
+    control = replay.locator("table.cases tr", has_text="replay:1:C-005:F-020:control:7")
+    expect(treatment).to_contain_text("failing")
+    expect(treatment).to_contain_text("yes")  # the treatment arm read the candidate
+    expect(control).to_contain_text("no")  # the control arm never saw it
     expect(replay.locator("table.cases tr", has_text="protected win").first).to_be_visible()
     shot("rule retired by replay")
 
@@ -158,7 +160,9 @@ def test_a_started_round_updates_its_status_without_reloading(signed_in, shot, w
     harness.release.set()
     expect(newest.locator(".round-status")).to_have_text("finished", timeout=20_000)
     assert page.evaluate("window.__stillTheSamePage === true"), "the page was reloaded"
-    expect(newest).to_contain_text("1 promoted")
+    # The new push rule rescues F-006..F-008 as C-001 does, and C-001 is active: the control
+    # arm is rescued too, so the paired replays find no improvement and retire it.
+    expect(newest).to_contain_text("0 promoted · 1 retired")
     shot("round finished")
 
 
