@@ -20,6 +20,11 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 def pytest_configure(config):
     # Password hashing is deliberately slow; tests that create users need none of that.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # The test client and the live server speak plain HTTP; production's HTTPS defaults are
+    # tested on their own (tests/unit/test_deploy_settings.py).
+    settings.SECURE_SSL_REDIRECT = settings.SESSION_COOKIE_SECURE = False
+    settings.CSRF_COOKIE_SECURE = False
+    settings.SECURE_HSTS_SECONDS = 0
     _flush_past_the_journal_guard()
 
 
