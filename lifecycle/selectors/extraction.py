@@ -31,13 +31,18 @@ def _scored(rows: list[tuple[dict, dict, list[str] | None]]) -> list[dict]:
     ]
 
 
-def _rule_row(rule: Rule, expected: dict) -> tuple[dict, dict, list[str] | None]:
+def scores_against_expected(rules: list[tuple[str, str, str, dict]]) -> list[dict]:
+    """(source case, trigger, directive, the case's expected rule) → each rule's extraction
+    scores as stored on it, embedded in one batch. Plain values in: `score_rule` uses it, and so
+    does the migration that scores the rules recorded before scores were stored."""
     # Signature agreement compares the atoms read from both triggers by the same reader. The
     # rule's stored signature speaks the corpus's own atom vocabulary (`error:http_429`),
     # which the reader of the expected prose cannot know (`error:rate_limited`, `status:429`):
     # mixing the two would call a correct rewording a different rule.
-    extracted = {"trigger": rule.trigger, "directive": rule.directive}
-    return extracted, _parts(expected), None
+    scored = _scored(
+        [({"trigger": t, "directive": d}, _parts(expected), None) for _, t, d, expected in rules]
+    )
+    return [{"source_case": case, **row} for (case, *_), row in zip(rules, scored, strict=True)]
 
 
 def score_rule(rule: Rule) -> dict | None:
@@ -52,7 +57,7 @@ def score_rule(rule: Rule) -> dict | None:
     )
     if not expected:
         return None
-    return {"source_case": rule.source_case, **_scored([_rule_row(rule, expected)])[0]}
+    return scores_against_expected([(rule.source_case, rule.trigger, rule.directive, expected)])[0]
 
 
 def extraction_for_rule(rule: Rule) -> dict | None:

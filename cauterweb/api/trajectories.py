@@ -1,0 +1,32 @@
+"""The corpus over HTTP (semantics §2): import trajectories with import_corpus's semantics."""
+
+import json
+
+from ninja import Router
+
+from lifecycle.auth import WRITE, request_actor
+from lifecycle.schemas import ImportOut, TrajectoryIn
+
+from . import bodies
+from .domain import import_trajectories
+from .errors import ERRORS
+
+router = Router(tags=["corpus"])
+
+
+@router.post(
+    "/trajectories",
+    operation_id="importTrajectories",
+    auth=WRITE,
+    response={200: ImportOut, **ERRORS},
+    openapi_extra=bodies.batch_body(TrajectoryIn, "trajectory (semantics §2)"),
+    summary="Import corpus trajectories (import_corpus semantics)",
+)
+def post_trajectories(request, replace: bool = False):
+    """Atomic and idempotent (semantics §2): same ids with the same content change nothing;
+    changed content is a conflict unless `replace=true`."""
+    if bodies.is_jsonl(request):
+        lines = bodies.raw_body(request).splitlines()
+    else:
+        lines = [json.dumps(item) for item in bodies.json_items(request)]
+    return import_trajectories(lines, replace=replace, actor=request_actor(request))
