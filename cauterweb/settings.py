@@ -280,12 +280,15 @@ LOGGING = {
         }
     },
     "loggers": {
-        "cauterweb": {"handlers": ["console"], "level": _LOG_LEVEL},
-        "replay": {"handlers": ["console"], "level": _LOG_LEVEL},
-        "lifecycle": {"handlers": ["console"], "level": _LOG_LEVEL},
-        "dashboard": {"handlers": ["console"], "level": _LOG_LEVEL},
+        **{
+            name: {"handlers": ["console"], "level": _LOG_LEVEL, "propagate": False}
+            for name in ("cauterweb", "replay", "lifecycle", "dashboard")
+        },
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
+    # Everything else that warns or fails (Celery, kombu, psycopg, django.security, a library
+    # we call) reaches stderr too, with the request id when it happens inside a request.
+    "root": {"handlers": ["console"], "level": "WARNING"},
 }
 
 if not DEBUG:

@@ -102,3 +102,19 @@ def test_behind_a_tls_proxy_a_forwarded_https_request_is_not_redirected(client, 
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     response = client.get("/accounts/login/", HTTP_X_FORWARDED_PROTO="https")
     assert response.status_code == 200
+
+
+def test_every_logger_reaches_stderr_once_with_the_request_id_field():
+    result = run(
+        "import django, logging; django.setup();"
+        "logging.getLogger('kombu.connection').error('broker gone');"
+        "logging.getLogger('lifecycle.services').warning('kick failed');"
+        "logging.getLogger('django.request').error('Internal Server Error: /x');"
+        "logging.getLogger('some.library').info('chatter')"
+    )
+    lines = result.stderr.splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "ERROR kombu.connection [-]: broker gone",
+        "WARNING lifecycle.services [-]: kick failed",
+        "ERROR django.request [-]: Internal Server Error: /x",
+    ], result.stderr
