@@ -67,6 +67,8 @@ class JsonRejected(ValueError):
             where.append(f"line {self.line}")
         if self.column is not None:
             where.append(f"column {self.column}")
+        if self.path:
+            where.append(f"at {self.path}")
         return f"{', '.join(where)}: {self.message}" if where else self.message
 
     def at_line(self, line: int) -> "JsonRejected":
@@ -118,7 +120,7 @@ def loads(data: bytes | str) -> object:
         # (about a thousand levels): deep input costs an exception, never the stack.
         raise JsonRejected(Reason.DEPTH, f"nested deeper than {MAX_DEPTH} levels") from None
     if isinstance(value, dict | list) and text.count("[") + text.count("{") > MAX_DEPTH:
-        _check_depth(value)
+        check_depth(value)
     if _RISKY_ESCAPE.search(text):
         _check_strings(value)
     return value
@@ -146,7 +148,7 @@ def split_lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")
 
 
-def _check_depth(value: object) -> None:
+def check_depth(value: object) -> None:
     """Containers only, iteratively: a document of a million strings has few containers."""
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
@@ -195,18 +197,31 @@ def _check_strings(value: object) -> None:
 
 
 def _check_string(text: str, path: str) -> None:
-    where = f" (at {path})" if path else ""
+    problem = string_problem(text)
+    if problem is not None:
+        raise JsonRejected(problem[0], f"a string contains {problem[1]}", path=path)
+
+
+def string_problem(text: str) -> tuple[str, str] | None:
+    """(reason, what) when `text` cannot be stored as UTF-8 text: a NUL or a lone surrogate.
+    For values decoded by other means (YAML) that must meet the same bar."""
     if "\x00" in text:
-        raise JsonRejected(
-            Reason.NUL, f"a string contains a NUL character (\\u0000){where}", path=path
-        )
+        return Reason.NUL, "a NUL character (\\u0000)"
     if text.isascii():
-        return
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise JsonRejected(
-            Reason.SURROGATE,
-            f"a string contains a lone surrogate (\\u{ord(text[exc.start]):04x}){where}",
-            path=path,
-        ) from None
+        return Reason.SURROGATE, f"a lone surrogate (\\u{ord(text[exc.start]):04x})"
+    return None
+
+
+def number_problem(value: int | float) -> str | None:
+    """Why a number decoded by other means (YAML) is out of JSON's range here, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        return f"integer out of range (±{MAX_INT})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "numbers must be finite (no NaN or Infinity)"
+    return None

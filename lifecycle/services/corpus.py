@@ -19,6 +19,7 @@ from lifecycle.validation import (
     parse_metrics,
     parse_time,
     read_jsonl,
+    trajectory_size_errors,
 )
 
 from .. import atoms as atom_lib
@@ -62,7 +63,7 @@ def _shape_errors(obj: dict) -> list[tuple[str, str]]:
             wrong.append((name, "must be a string of at most 128 characters"))
     if obj.get("meta") is not None and not isinstance(obj["meta"], dict):
         wrong.append(("meta", "must be an object"))
-    return wrong
+    return wrong + trajectory_size_errors(obj)
 
 
 def _parsed_values(obj: dict) -> tuple[dict, list[tuple[str, str]]]:
