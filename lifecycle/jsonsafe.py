@@ -150,6 +150,8 @@ def split_lines(data: bytes) -> list[bytes]:
 
 def check_depth(value: object) -> None:
     """Containers only, iteratively: a document of a million strings has few containers."""
+    if not isinstance(value, dict | list):
+        return
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()

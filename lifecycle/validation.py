@@ -208,6 +208,13 @@ def _rule_text(value: object, field: str, limit: int, missing: str, required: bo
     return value
 
 
+def review_reason(reason: object) -> str:
+    """A reviewer's reason to retire a rule by hand: required, bounded, storable."""
+    return _rule_text(
+        reason or "", "reason", limits.REVIEW_REASON, "is required to retire a rule by hand"
+    )
+
+
 def _bounded_count(items: list, field: str, limit: int) -> None:
     try:
         limits.check_count(items, field=field, limit=limit)

@@ -11,10 +11,13 @@ from lifecycle.jsonsafe import (
     MAX_INT,
     JsonRejected,
     Reason,
+    check_depth,
     decode_text,
     iter_jsonl,
     loads,
+    number_problem,
     split_lines,
+    string_problem,
 )
 
 
@@ -201,3 +204,42 @@ def test_the_error_is_a_value_error_with_a_plain_message():
     assert isinstance(error, ValueError)
     assert str(error) == "NaN is not a JSON number"
     assert str(error.at_line(7)) == "line 7: NaN is not a JSON number"
+
+
+@pytest.mark.parametrize("value", [None, 1, "text", 1.5, True, [], {}, [[{"a": [1]}]]])
+def test_depth_of_a_value_decoded_elsewhere_is_checked_whatever_it_is(value):
+    check_depth(value)
+
+
+def test_a_value_decoded_elsewhere_too_deep_is_refused():
+    value: list = []
+    for _ in range(MAX_DEPTH):
+        value = [value]
+    with pytest.raises(JsonRejected) as info:
+        check_depth(value)
+    assert info.value.reason == Reason.DEPTH
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("fine", None),
+        ("caf\u00e9", None),
+        ("a\x00b", Reason.NUL),
+        ("caf\u00e9\x00", Reason.NUL),
+        ("x\ud800", Reason.SURROGATE),
+        ("\udfff", Reason.SURROGATE),
+    ],
+)
+def test_string_problems_of_values_decoded_elsewhere(text, problem):
+    found = string_problem(text)
+    assert (found[0] if found else None) == problem
+
+
+@pytest.mark.parametrize(
+    "value, bad",
+    [(1, False), (True, False), (MAX_INT, False), (MAX_INT + 1, True), (-MAX_INT - 1, True)]
+    + [(1.5, False), (float("nan"), True), (float("inf"), True), (float("-inf"), True)],
+)
+def test_number_problems_of_values_decoded_elsewhere(value, bad):
+    assert (number_problem(value) is not None) == bad
