@@ -517,6 +517,11 @@ def preview_pack(text: str) -> PackPreview:
     if not isinstance(document, dict):
         preview.errors.append(PackError((), "a pack is a mapping with pack_version, rules, …"))
         return preview
+    # Before anything of the pack is echoed back in the preview: a NaN or a lone surrogate
+    # would make the answer itself invalid JSON.
+    preview.errors = _non_plain(document)
+    if preview.errors:
+        return preview
     preview.pack_version = document.get("pack_version")
     preview.name = document.get("name") if isinstance(document.get("name"), str) else ""
     preview.version = document.get("version") if isinstance(document.get("version"), str) else ""
@@ -529,9 +534,6 @@ def preview_pack(text: str) -> PackPreview:
                 f"{PACK_VERSION})",
             )
         )
-        return preview
-    preview.errors = _non_plain(document)
-    if preview.errors:
         return preview
     if preview.checksum and preview.checksum != pack_checksum(document):
         preview.errors.append(
