@@ -114,6 +114,11 @@ def round_run(*, kicked_by: str = "", now: datetime | None = None) -> Validation
             logger.exception("could not release the round lock; it will expire")
 
 
+def round_has_work() -> bool:
+    """Whether a round would validate anything: is there a candidate? One indexed query."""
+    return Rule.objects.filter(state=RuleState.CANDIDATE).exists()
+
+
 class _Round:
     """What one round knows while it works: its row, config, registry, the active rules the
     replay context shows as the baseline, and the verdicts not yet written."""
