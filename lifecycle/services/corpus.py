@@ -265,8 +265,9 @@ def _insert_trajectories(rows: list[dict], *, imported_at: datetime) -> None:
 
 def _copy_rows(table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
     quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
-    with connection.cursor() as cursor:
+    with connection.wrap_database_errors, connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            # COPY is psycopg's own API: wrapped, a lost connection is Django's OperationalError.
             with cursor.copy(
                 f"COPY {connection.ops.quote_name(table)} ({quoted}) FROM STDIN"
             ) as copy:
