@@ -80,7 +80,8 @@ def main() -> None:
     from django.db.models import Q
     from django.test import Client
 
-    from cauterweb.api.cursor import encode_cursor
+    from dashboard.forms import JournalFilterForm
+    from lifecycle.cursor import encode_cursor
     from lifecycle.models import JournalEvent, Rule
     from lifecycle.selectors import journal as selectors_journal
 
@@ -127,7 +128,7 @@ def main() -> None:
         ms, queries, shown = median_ms(client, path, args.runs)
         print(f"{label}: median {ms:.1f} ms, {queries} queries, {shown} events shown")
 
-    filters = selectors_journal.clean_journal_filters({})
+    filters = JournalFilterForm({}).filters()
     events = selectors_journal.journal_events(filters=filters)
     at, pk = deep.at, deep.pk
     sql_query = events.filter(Q(at__lt=at) | Q(at=at, pk__lt=pk), at__lte=at).order_by(

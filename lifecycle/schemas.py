@@ -71,7 +71,10 @@ class TrajectoryIn(Schema):
     steps: list[Any]
     outcome: Any
     metrics: dict[str, float]
-    signature: list[str]
+    signature: list[str] = Field(
+        default_factory=list,
+        description="derived from the steps when absent or empty (semantics §19)",
+    )
 
 
 class RetireIn(Schema):

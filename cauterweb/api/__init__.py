@@ -1,9 +1,10 @@
 """The one NinjaAPI of the project, versioned under /api/v1: one router module per resource,
-one error shape (errors.py), one cursor format (cursor.py).
+one error shape (errors.py), one cursor format (lifecycle/cursor.py).
 
-Each handler makes one call into the domain (lifecycle, replay, or domain.py here until those
-steps move into lifecycle's services and selectors). There is no endpoint that promotes a rule
-and no input carries a rule state: only the engine promotes (semantics §3)."""
+Each handler makes one call into the domain (lifecycle's or replay's services and
+selectors): no transaction, journal write or ORM query here, only the JSON shapes
+(presenters.py). There is no endpoint that promotes a rule and no input carries a rule state:
+only the engine promotes (semantics §3)."""
 
 from ninja import NinjaAPI
 
@@ -18,6 +19,7 @@ from . import (
     rounds,
     rules,
     scopes,
+    traces,
     trajectories,
 )
 
@@ -30,7 +32,7 @@ api = NinjaAPI(
     urls_namespace="api-v1",
     parser=bodies.StrictParser(),
 )
-for module in (trajectories, reports, candidates, rules, journal, rounds, scopes, packs):
+for module in (trajectories, traces, reports, candidates, rules, journal, rounds, scopes, packs):
     api.add_router("/", module.router)
 api.add_router("/replay/", replay.router)
 errors.install(api)

@@ -4,10 +4,10 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from lifecycle.auth import READ
+from lifecycle.cursor import MAX_CURSOR
 from lifecycle.schemas import EventPageOut, Text
+from lifecycle.selectors.journal import journal_feed
 
-from .cursor import MAX_CURSOR
-from .domain import journal_page
 from .errors import ERRORS
 from .presenters import event_out
 
@@ -39,7 +39,7 @@ class JournalQuery(Schema):
     summary="Journal events, oldest first, cursor-paginated (semantics §10)",
 )
 def get_journal(request, query: Query[JournalQuery]):
-    rows, next_cursor = journal_page(
+    rows, next_cursor = journal_feed(
         filters=query.filters(), position=query.cursor, limit=query.limit
     )
     return {"items": [event_out(e) for e in rows], "next_cursor": next_cursor}

@@ -7,10 +7,9 @@ from pydantic import Field
 
 from lifecycle.auth import REVIEW, request_actor
 from lifecycle.schemas import PackImportOut, PackPreviewOut, Text
-from lifecycle.services.packs import import_pack, preview_pack
+from lifecycle.services.packs import import_pack, pack_text, preview_pack
 
 from . import bodies
-from .domain import pack_text
 from .errors import ERRORS, ApiError
 
 router = Router(tags=["packs"])

@@ -2,7 +2,6 @@
 
 from lifecycle.models import JournalEvent, Rule
 from lifecycle.scopes import rule_as_dict
-from lifecycle.services.rules import RuleNotFound
 
 
 def rule_out(rule: Rule) -> dict:
@@ -43,8 +42,14 @@ def event_out(event: JournalEvent) -> dict:
     }
 
 
-def rule_or_404(rule_id: str) -> Rule:
-    rule = Rule.objects.filter(pk=rule_id).first()
-    if rule is None:
-        raise RuleNotFound(rule_id)
-    return rule
+def rule_detail_out(rule: Rule, evidence: dict) -> dict:
+    """A rule with its trial, the evidence that decided it, and its newest journal events
+    (`evidence` as lifecycle's rule_evidence reads it)."""
+    decided_by = evidence["decided_by"]
+    return {
+        "rule": rule_out(rule),
+        "trial": vars(evidence["trial"]),
+        "evidence": decided_by.evidence if decided_by else None,
+        "journal": [event_out(e) for e in evidence["events"]],
+        "journal_truncated": evidence["older_events"],
+    }

@@ -4,10 +4,11 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from lifecycle.auth import READ, REVIEW, request_actor
+from lifecycle.cursor import MAX_CURSOR
 from lifecycle.schemas import KickOut, RoundPageOut, Text
+from replay.reads import rounds_page
+from replay.reviewer import round_kick
 
-from . import domain
-from .cursor import MAX_CURSOR
 from .errors import ERRORS
 
 router = Router(tags=["rounds"])
@@ -27,7 +28,7 @@ class RoundQuery(Schema):
     summary="Validation rounds, newest first (semantics §9)",
 )
 def get_rounds(request, query: Query[RoundQuery]):
-    items, next_cursor = domain.rounds_page(position=query.cursor, limit=query.limit)
+    items, next_cursor = rounds_page(position=query.cursor, limit=query.limit)
     return {"items": items, "next_cursor": next_cursor}
 
 
@@ -39,4 +40,4 @@ def get_rounds(request, query: Query[RoundQuery]):
     summary="Kick a validation round (reviewer); never waits for it",
 )
 def post_round(request):
-    return Status(202, domain.round_kick(actor=request_actor(request)))
+    return Status(202, round_kick(actor=request_actor(request), via="api"))

@@ -10,15 +10,14 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from lifecycle.auth import READ, REVIEW, request_actor
+from lifecycle.cursor import MAX_CURSOR
 from lifecycle.schemas import RetireIn, RetireOut, RuleDetailOut, RuleId, RuleOut, RulePageOut, Text
 from lifecycle.selectors import rules as selectors
 from lifecycle.selectors.gate import gate_both
 from lifecycle.services.rules import rule_requeue, rule_retire_by_reviewer
 
-from .cursor import MAX_CURSOR
-from .domain import rule_detail, rules_page
 from .errors import ERRORS, ApiError
-from .presenters import rule_or_404, rule_out
+from .presenters import rule_detail_out, rule_out
 
 router = Router(tags=["rules"])
 MAX_PAGE = 500
@@ -45,7 +44,7 @@ class RuleQuery(Schema):
     summary="List rules with the dashboard's filters, cursor-paginated",
 )
 def get_rules(request, query: Query[RuleQuery]):
-    rows, next_cursor = rules_page(
+    rows, next_cursor = selectors.rules_page(
         filters=query.dict(exclude={"order", "cursor", "limit"}, exclude_none=True),
         order=query.order,
         position=query.cursor,
@@ -65,7 +64,7 @@ def post_retire(request, rule_id: RuleId, body: RetireIn):
     changed = rule_retire_by_reviewer(
         rule_id=rule_id, actor=request_actor(request), reason=body.reason
     )
-    return {"changed": changed, "rule": rule_out(rule_or_404(rule_id))}
+    return {"changed": changed, "rule": rule_out(selectors.rule_get(rule_id))}
 
 
 @router.post(
@@ -88,7 +87,7 @@ def post_requeue(request, rule_id: RuleId):
     tags=["reports on a rule"],
 )
 def get_gate(request, rule_id: RuleId):
-    return gate_both(rule_or_404(rule_id))
+    return gate_both(selectors.rule_get(rule_id))
 
 
 @router.get(
@@ -105,7 +104,7 @@ def get_extraction(request, rule_id: RuleId):
     # Imported here, not at start-up: extraction scoring loads the embedding model.
     from lifecycle.selectors.extraction import extraction_for_rule
 
-    report = extraction_for_rule(rule_or_404(rule_id))
+    report = extraction_for_rule(selectors.rule_get(rule_id))
     if report is None:
         raise ApiError(404, f"rule {rule_id}'s source case has no expected_rule to score against")
     return report
@@ -119,4 +118,5 @@ def get_extraction(request, rule_id: RuleId):
     summary="A rule with its trial, the evidence that decided it, and its journal",
 )
 def get_rule(request, rule_id: RuleId):
-    return rule_detail(rule_id)
+    rule = selectors.rule_get(rule_id)
+    return rule_detail_out(rule, selectors.rule_evidence(rule))

@@ -6,9 +6,9 @@ from ninja import Router
 
 from lifecycle.auth import WRITE, request_actor
 from lifecycle.schemas import ImportOut, TrajectoryIn
+from lifecycle.services.corpus import import_corpus
 
 from . import bodies
-from .domain import import_trajectories
 from .errors import ERRORS
 
 router = Router(tags=["corpus"])
@@ -29,4 +29,6 @@ def post_trajectories(request, replace: bool = False):
         lines = bodies.raw_body(request).splitlines()
     else:
         lines = [json.dumps(item) for item in bodies.json_items(request)]
-    return import_trajectories(lines, replace=replace, actor=request_actor(request))
+    # With the token as actor, import_corpus journals the change in the import's transaction.
+    result = import_corpus(lines, replace=replace, actor=request_actor(request))
+    return {**result.as_dict(), "ids": result.ids}

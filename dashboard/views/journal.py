@@ -6,7 +6,6 @@ from django.http import HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from dashboard import presenters
 from dashboard.forms import JournalFilterForm
 from lifecycle.selectors import journal as selectors_journal
 from lifecycle.validation import FilterError
@@ -24,14 +23,14 @@ def journal(request):
     form = JournalFilterForm(request.GET)
     error = None
     try:
-        page = presenters.journal_page(
+        page = selectors_journal.journal_page(
             selectors_journal.journal_events(filters=form.filters()),
             before=request.GET.get("before", ""),
             after=request.GET.get("after", ""),
         )
     except FilterError as exc:
         error = exc
-        page = presenters.JournalPage(events=[], older=None, newer=None)
+        page = selectors_journal.JournalPage(events=[], older=None, newer=None)
     context = {
         "page": page,
         "form": form,

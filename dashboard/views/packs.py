@@ -12,7 +12,6 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from cauterweb.api import domain
 from dashboard.forms import PackExportForm
 from lifecycle.selectors import corpus as selectors_corpus
 from lifecycle.services import packs
@@ -65,7 +64,7 @@ def pack_export(request):
     form = PackExportForm(request.GET, scopes=scopes, formats=formats)
     selection = form.selection()
     try:
-        text = domain.pack_text(**selection)
+        text = packs.pack_text(**selection)
     except packs.InvalidSelection as exc:
         messages.error(request, f"Cannot export ({exc.field}): {exc}")
         return _page(request, status=400, export_form=form)

@@ -7,9 +7,10 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from lifecycle.states import Actor
 from replay import selectors
-from replay.kick import kick_round
 from replay.models import RoundStatus, ValidationRound
+from replay.reviewer import round_kick
 
 from . import fragment, is_reviewer, reviewer_required, vary_on_htmx
 
@@ -41,7 +42,7 @@ def round_detail(request, round_id: int):
 def round_start(request):
     """Ask for a round (semantics §9.1). The kick never raises; its detail tells the reviewer
     whether it was queued."""
-    result = kick_round(reason="dashboard")
+    result = round_kick(actor=Actor.reviewer(request.user.get_username()), via="dashboard")
     if result["queued"]:
         messages.success(request, f"Round requested: {result['detail']}.")
     else:

@@ -27,10 +27,11 @@ from .. import journal
 from ..journal import EventType
 from ..models import Rule, Trajectory, TrajectoryAtom, TrajectoryKind
 from ..states import Actor
-from ..tasks import rules_rescore_enqueue
+from ..traces.derive import with_derived_signature
+from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
-REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")
+REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
 BATCH = 2000
 
 
@@ -89,6 +90,11 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
     """Validate one corpus line into model fields; collects every error of the line."""
     if not isinstance(obj, dict):
         return None, [LineError(number, "", "each line must be a JSON object")]
+    # semantics §19: a trajectory without a signature gets one derived from its steps. The
+    # content hash stays that of the line as given, so re-importing it is still a no-op.
+    original = obj
+    if not obj.get("signature"):
+        obj = with_derived_signature(obj)
     missing = [LineError(number, name, "is required") for name in REQUIRED if name not in obj]
     if missing:
         return None, missing
@@ -111,7 +117,7 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
         "replayable": bool(steps) if replayable is None else replayable,
         "replay_input": obj.get("replay_input"),
         "meta": obj.get("meta") or {},
-        "content_hash": content_hash(obj),
+        "content_hash": content_hash(original),
     }, []
 
 

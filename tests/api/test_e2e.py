@@ -8,11 +8,12 @@ trial of three sessions."""
 
 import io
 import json
-import time
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
+from celery.signals import task_postrun
 from django.core.management import call_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,14 +54,30 @@ class Harness:
         }
         return self.call("postReports", json=body).json()
 
-    def wait_for(self, rule_id: str, *, state: str, timeout_s: float = 20.0) -> dict:
-        # Rounds run after the report's commit; the request never waits for them (semantics §9.4).
-        deadline = time.monotonic() + timeout_s
+    def wait_for(self, rule_id: str, *, state: str, rounds_done: threading.Event) -> dict:
+        # Rounds run after the report's commit; the request never waits for them (semantics
+        # §9.4). A rule changes only when a round ends, so the harness reads it again after each
+        # one; the timeout only bounds a failing test.
         while True:
+            rounds_done.clear()
             rule = self.call("getRule", path_params={"rule_id": rule_id}).json()
-            if rule["rule"]["state"] == state or time.monotonic() > deadline:
+            if rule["rule"]["state"] == state or not rounds_done.wait(timeout=20):
                 return rule
-            time.sleep(0.1)
+
+
+@pytest.fixture
+def rounds_done():
+    """Set whenever a validation round ends in the server's thread (Celery is eager here, and
+    an eager task sends task_postrun too)."""
+    done = threading.Event()
+
+    def round_ended(sender=None, **kwargs):
+        if sender.name == "replay.tasks.round_run_task":
+            done.set()
+
+    task_postrun.connect(round_ended, weak=False)
+    yield done
+    task_postrun.disconnect(round_ended)
 
 
 @pytest.fixture
@@ -76,7 +93,7 @@ def harness(live_server, settings):
     harness.http.close()
 
 
-def test_a_harness_sees_its_candidate_promoted_over_http_only(harness):
+def test_a_harness_sees_its_candidate_promoted_over_http_only(harness, rounds_done):
     # History: four sessions had an incident, all of them on task_completion (baseline 1.0).
     for n in range(4):
         harness.report(f"hist-{n}", T0 + timedelta(minutes=n), ["breach:task_completion"])
@@ -105,7 +122,7 @@ def test_a_harness_sees_its_candidate_promoted_over_http_only(harness):
         assert candidate["id"] in [r["id"] for r in read["rules"]]  # semantics §4: always returned
         harness.report(session, T0 + timedelta(hours=1, minutes=n), rules_read=[candidate["id"]])
 
-    detail = harness.wait_for(candidate["id"], state="active")
+    detail = harness.wait_for(candidate["id"], state="active", rounds_done=rounds_done)
 
     assert detail["rule"]["state"] == "active", detail["rule"]
     assert detail["rule"]["last_validator"] == "forward_trial"

@@ -47,7 +47,7 @@ def kicks(monkeypatch):
         reasons.append(reason)
         return {"queued": True, "detail": "round queued"}
 
-    monkeypatch.setattr("cauterweb.api.domain.kick_round", fake_kick)
+    monkeypatch.setattr("replay.reviewer.kick_round", fake_kick)
     return reasons
 
 

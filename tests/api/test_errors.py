@@ -69,7 +69,7 @@ def test_a_crash_is_a_json_500_logged_with_its_request_id(client, agent, monkeyp
     def broken(**kwargs):
         raise RuntimeError("the bug we did not foresee")
 
-    monkeypatch.setattr("cauterweb.api.rules.rules_page", broken)
+    monkeypatch.setattr("lifecycle.selectors.rules.rules_page", broken)
     response = client.get(f"{API}/rules", **agent, HTTP_X_REQUEST_ID="probe-0001")
     body = assert_shape(response, 500)
     assert response["X-Request-ID"] == "probe-0001"

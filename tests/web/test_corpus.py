@@ -6,6 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from dashboard.forms import CorpusFilterForm
 from lifecycle.matching import matching_trajectories
 from lifecycle.models import Rule, Trajectory
 from lifecycle.scopes import PROVISIONAL_HEADING
@@ -237,16 +238,16 @@ def test_an_unknown_trajectory_is_a_404(viewer_client):
 
 
 def test_filters_normalise_atoms_and_ignore_unknown_keys():
-    cleaned = selectors_corpus.clean_corpus_filters(
-        {"atom": " Error:non_fast_forward,tool:git ", "page": "3"}
-    )
+    cleaned = CorpusFilterForm(
+        {"atom": " Error:non_fast_forward,tool:git ", "page": "3"}, choices={"corpora": []}
+    ).filters()
     assert cleaned["atoms"] == ["error:non_fast_forward", "tool:git"]
     assert "page" not in cleaned
 
 
 def test_a_bad_atom_names_the_filter():
     with pytest.raises(FilterError) as exc:
-        selectors_corpus.clean_corpus_filters({"atom": "tool"})
+        CorpusFilterForm({"atom": "tool"}, choices={"corpora": []}).filters()
     assert exc.value.field == "atom"
 
 

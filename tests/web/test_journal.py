@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from cauterweb.api import cursor
-from dashboard import presenters
+from dashboard.forms import JournalFilterForm
+from lifecycle import cursor
 from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent
 from lifecycle.selectors import journal as selectors_journal
@@ -195,9 +195,9 @@ def test_a_page_is_one_query_however_deep_and_however_big_the_journal(viewer_cli
 
 def test_the_page_query_orders_by_the_index_and_never_counts_or_offsets(many_events):
     # One million events must stay fast: no COUNT(*), no OFFSET, ORDER BY the (at, id) index.
-    filters = selectors_journal.clean_journal_filters({})
+    filters = JournalFilterForm({}).filters()
     with CaptureQueriesContext(connection) as ctx:
-        page = presenters.journal_page(
+        page = selectors_journal.journal_page(
             selectors_journal.journal_events(filters=filters),
             before=cursor.encode_cursor(T0, 999999),
         )
@@ -289,9 +289,9 @@ def test_the_export_reads_in_chunks_in_one_query_per_chunk(viewer_client, many_e
 
 
 def test_filters_ignore_unknown_keys_and_parse_what_they_keep():
-    cleaned = selectors_journal.clean_journal_filters(
+    cleaned = JournalFilterForm(
         {"round": "12", "since": "2026-11-03T09:00:00", "page": "4"}
-    )
+    ).filters()
     assert cleaned["round_id"] == 12
     assert cleaned["since_at"].isoformat() == "2026-11-03T09:00:00+00:00"
     assert "page" not in cleaned
@@ -299,5 +299,5 @@ def test_filters_ignore_unknown_keys_and_parse_what_they_keep():
 
 def test_a_bad_filter_names_its_field():
     with pytest.raises(FilterError) as exc:
-        selectors_journal.clean_journal_filters({"until": "tomorrow"})
+        JournalFilterForm({"until": "tomorrow"}).filters()
     assert exc.value.field == "until"

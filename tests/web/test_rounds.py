@@ -29,7 +29,7 @@ def kicks(monkeypatch):
         calls.append(reason)
         return {"queued": True, "detail": "round queued"}
 
-    monkeypatch.setattr("dashboard.views.rounds.kick_round", kick_round)
+    monkeypatch.setattr("replay.reviewer.kick_round", kick_round)
     return calls
 
 
@@ -141,13 +141,17 @@ def test_no_rounds_yet_says_so(viewer_client):
 def test_a_reviewer_starts_a_round_through_kick_round(reviewer_client, kicks):
     # semantics §9.1: the dashboard only asks for a round; the kick never raises.
     response = reviewer_client.post(reverse("round-start"), follow=True)
-    assert kicks == ["dashboard"]
+    assert kicks == ["dashboard:rita"]
     assert "Round requested: round queued." in response.content.decode()
+    # Journaled with who asked, as a kick over the API is.
+    assert list(
+        JournalEvent.objects.filter(type="round_kicked").values_list("actor", "evidence")
+    ) == [("rita", {"queued": True, "detail": "round queued"})]
 
 
 def test_a_kick_that_could_not_queue_says_why(reviewer_client, monkeypatch):
     monkeypatch.setattr(
-        "dashboard.views.rounds.kick_round",
+        "replay.reviewer.kick_round",
         lambda *, reason: {"queued": False, "detail": "broker unavailable: refused"},
     )
     response = reviewer_client.post(reverse("round-start"), follow=True)
@@ -212,7 +216,7 @@ def test_the_start_button_runs_a_round_through_the_real_kick(reviewer_client):
     make_rule("A")
     response = reviewer_client.post(reverse("round-start"), follow=True)
     vround = ValidationRound.objects.get()
-    assert vround.kicked_by == "dashboard" and vround.queue == ["A"]
+    assert vround.kicked_by == "dashboard:rita" and vround.queue == ["A"]
     started = JournalEvent.objects.get(type="validation_round_started")
     assert started.round_id == vround.id
     assert f'href="/rounds/{vround.id}/">Round {vround.id}</a>' in response.content.decode()

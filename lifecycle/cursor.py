@@ -1,4 +1,4 @@
-"""The one keyset cursor of the project, shared by the API and the dashboard's journal page.
+"""The one keyset cursor of the project, shared by the API and the dashboard's pages.
 
 A cursor is opaque to its reader: the values of the sort key of the last row shown (a time and an
 id, or a round number), as a JSON list in unpadded URL-safe base64. Times are written in UTC ISO
