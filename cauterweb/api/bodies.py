@@ -6,7 +6,7 @@ from ninja.parser import Parser
 
 from lifecycle import jsonsafe
 from lifecycle.schemas import JSONL_TYPES
-from lifecycle.validation import numbered, read_jsonl
+from lifecycle.validation import ImportRejected, numbered, read_jsonl
 
 from .errors import ApiError, item
 
@@ -80,6 +80,22 @@ def rows(request) -> list:
     if is_jsonl(request):
         return list(read_jsonl(jsonsafe.split_lines(raw_body(request))))
     return numbered(json_items(request))
+
+
+def strict_text(request) -> bytes:
+    """A JSON or JSON Lines body for a parser of its own (trace formats), checked first as
+    strictly as the batches: a bad line is a 422 naming it, a bad document a 400/422."""
+    data = raw_body(request)
+    if is_jsonl(request):
+        errors = [error for _, _, error in read_jsonl(jsonsafe.split_lines(data)) if error]
+        if errors:
+            raise ImportRejected(errors)
+        return data
+    try:
+        jsonsafe.loads(data)
+    except jsonsafe.JsonRejected as exc:
+        raise rejected(exc) from None
+    return data
 
 
 class StrictParser(Parser):

@@ -251,3 +251,21 @@ def test_a_chunked_body_the_server_cannot_delimit_is_a_411_not_an_empty_batch(cl
     assert response.status_code == 411
     assert set(response.json()) == {"detail", "errors"}
     assert not Report.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body, content_type, status",
+    [
+        ('{"resourceSpans": [{"name": "s\\ud800x"}]}', "application/json", 422),
+        ('{"resourceSpans": [], "x": NaN}', "application/json", 422),
+        ("[" * 5000 + "]" * 5000, "application/json", 400),
+        ('{"resourceSpans": []}\n' + "[" * 5000 + "]" * 5000, JSONL, 422),
+        ('{"resourceSpans": []}\n{"x": "\\u0000"}', JSONL, 422),
+    ],
+)
+def test_trace_bodies_are_read_as_strictly_as_batches(client, headers, body, content_type, status):
+    before = stored()
+    response = post(client, "/traces", body, content_type, headers["agent"])
+    assert response.status_code == status, response.content[:300]
+    assert set(response.json()) == {"detail", "errors"}
+    assert stored() == before
