@@ -100,6 +100,7 @@ def test_writes_go_on_while_the_broker_is_down_and_validation_catches_up(agent):
         )
     finally:
         stop(worker)
+        app.control.purge()
     verdict = JournalEvent.objects.get(rule_id="C-1", type__in=["rule_promoted", "rule_retired"])
     assert verdict.evidence["trial"]["observed_sessions"] == needed
 
@@ -125,7 +126,9 @@ def _terminate_backends(stop_event: threading.Event, killed: list[int]) -> None:
 
 
 def test_a_lost_database_connection_is_a_json_503_and_no_report_is_lost(agent):
-    server = Server(environment(database_url=database_url(SERVER_APP), broker_url=""))
+    # connect_timeout: a connection cut while it is being opened fails fast instead of waiting.
+    url = database_url(SERVER_APP) + "&connect_timeout=5"
+    server = Server(environment(database_url=url, broker_url=""))
     stop_event, killed = threading.Event(), []
     cutter = threading.Thread(target=_terminate_backends, args=(stop_event, killed))
     statuses: list[int] = []
@@ -194,6 +197,7 @@ def test_a_worker_killed_mid_round_loses_nothing_and_decides_once(marker, monkey
         stop(doomed)
         if healthy is not None:
             stop(healthy)
+        app.control.purge()  # kicks left queued must not reach another test's workers
     assert (
         JournalEvent.objects.filter(
             rule_id="R-1", type__in=["rule_promoted", "rule_retired"]
