@@ -168,6 +168,10 @@ class RuleDetailOut(Schema):
     evidence: dict[str, Any] | None = Field(
         description="the evidence of the event that decided the rule, if any"
     )
+    extraction: dict[str, Any] | None = Field(
+        description="extraction accuracy as GET /rules/{rule_id}/extraction reports it, led by "
+        "score and verdict; null when the rule has no stored comparison (semantics §12)"
+    )
     journal: list[EventOut] = Field(
         description="the rule's newest events, oldest first; all of them: GET /journal?rule=…"
     )
