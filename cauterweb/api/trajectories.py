@@ -4,6 +4,7 @@ import json
 
 from ninja import Router
 
+from lifecycle import jsonsafe
 from lifecycle.auth import WRITE, request_actor
 from lifecycle.schemas import ImportOut, TrajectoryIn
 from lifecycle.services.corpus import import_corpus
@@ -26,7 +27,7 @@ def post_trajectories(request, replace: bool = False):
     """Atomic and idempotent (semantics §2): same ids with the same content change nothing;
     changed content is a conflict unless `replace=true`."""
     if bodies.is_jsonl(request):
-        lines = bodies.raw_body(request).splitlines()
+        lines = jsonsafe.split_lines(bodies.raw_body(request))
     else:
         lines = [json.dumps(item) for item in bodies.json_items(request)]
     # With the token as actor, import_corpus journals the change in the import's transaction.

@@ -19,6 +19,7 @@ from lifecycle.validation import (
     parse_metrics,
     parse_time,
     read_jsonl,
+    trajectory_size_errors,
 )
 
 from .. import atoms as atom_lib
@@ -63,7 +64,7 @@ def _shape_errors(obj: dict) -> list[tuple[str, str]]:
             wrong.append((name, "must be a string of at most 128 characters"))
     if obj.get("meta") is not None and not isinstance(obj["meta"], dict):
         wrong.append(("meta", "must be an object"))
-    return wrong
+    return wrong + trajectory_size_errors(obj)
 
 
 def _parsed_values(obj: dict) -> tuple[dict, list[tuple[str, str]]]:
@@ -270,8 +271,9 @@ def _insert_trajectories(rows: list[dict], *, imported_at: datetime) -> None:
 
 def _copy_rows(table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
     quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
-    with connection.cursor() as cursor:
+    with connection.wrap_database_errors, connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            # COPY is psycopg's own API: wrapped, a lost connection is Django's OperationalError.
             with cursor.copy(
                 f"COPY {connection.ops.quote_name(table)} ({quoted}) FROM STDIN"
             ) as copy:
