@@ -9,7 +9,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -84,7 +84,7 @@ def parse_time(value: object) -> datetime | None:
     if parsed is None:
         raise ValueError(f"{value!r} is not an ISO 8601 date-time")
     if timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed, timezone.UTC)
+        parsed = timezone.make_aware(parsed, UTC)
     return parsed
 
 

@@ -34,11 +34,15 @@ class JsonCommand(BaseCommand):
         raise CommandError(str(exc), returncode=1)
 
 
-def open_lines(path: str):
-    """A file's lines, or stdin for '-'; a missing file is a clear CommandError."""
+def open_lines(path: str, *, binary: bool = False):
+    """A file's lines, or stdin for '-'; a missing file is a clear CommandError. In `binary`
+    mode the lines are bytes (a line that is not UTF-8 becomes a line error, not a crash) and
+    the file's position can be read while iterating (for a progress bar)."""
     if path == "-":
-        return sys.stdin
+        return sys.stdin.buffer if binary else sys.stdin
     try:
+        if binary:
+            return open(path, "rb")
         return open(path, encoding="utf-8", errors="strict", newline=None)
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror}") from None

@@ -1,0 +1,203 @@
+"""Where a corpus import meets the database: set-based id checks and bulk writes of a chunk,
+below the ORM (a model instance per row costs more than the database's own write).
+
+The store lives for one import, inside its transaction. It keeps a temporary table of the ids
+seen so far, so a repeated id is found by the database, not by a Python set as long as the
+file. On PostgreSQL a chunk's writes (COPY) run on a worker thread while the caller validates
+the next chunk; `check` waits for them first, as both use the one connection. On SQLite the
+writes are `executemany` on the caller's thread: SQLite works in this process, so a thread
+would only share the same CPU.
+"""
+
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from django.db import connection
+from django.utils import timezone
+
+from ..models import Trajectory, TrajectoryAtom
+
+SEEN = "corpus_import_seen"
+CHUNK_IDS = "corpus_import_chunk"
+
+
+class Row(NamedTuple):
+    """One validated corpus line, serialised: what the store writes."""
+
+    line: int
+    id: str
+    cells: tuple
+    digest: str
+    atoms: list[str]
+
+
+# The columns a corpus line fills, in the order of a row's cells; the content hash and the
+# time of import follow them.
+CELL_COLUMNS = (
+    "id",
+    "kind",
+    "task",
+    "steps",
+    "outcome",
+    "metrics",
+    "signature",
+    "notices",
+    "session_id",
+    "started_at",
+    "corpus",
+    "expected_rule",
+    "replayable",
+    "replay_input",
+    "meta",
+)
+COLUMNS = (*CELL_COLUMNS, "content_hash", "imported_at")
+
+
+def _quoted(names) -> str:
+    return ", ".join(connection.ops.quote_name(n) for n in names)
+
+
+TRAJECTORIES = Trajectory._meta.db_table
+ATOMS = TrajectoryAtom._meta.db_table
+
+
+class _PostgresStore:
+    def __init__(self, imported_at: datetime):
+        connection.ensure_connection()
+        self._raw = connection.connection
+        self._cursor = self._raw.cursor()
+        self._imported_at = self.time_text(imported_at)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
+        self._pending: Future | None = None
+        self._cursor.execute(f"DROP TABLE IF EXISTS {SEEN}")
+        self._cursor.execute(
+            f"CREATE TEMP TABLE {SEEN} (id varchar(128) PRIMARY KEY, line integer NOT NULL)"
+        )
+
+    @staticmethod
+    def time_text(value: datetime) -> str:
+        return value.astimezone(UTC).isoformat()
+
+    def check(self, rows: list) -> tuple[dict[str, int], dict[str, str]]:
+        """(id → first line, for ids already seen in this file; id → stored content hash)."""
+        self._wait()
+        ids = [r.id for r in rows]
+        cursor = self._cursor
+        cursor.execute(
+            f"INSERT INTO {SEEN} (id, line) SELECT * FROM unnest(%s::varchar[], %s::int[]) "
+            "ON CONFLICT (id) DO NOTHING RETURNING id",
+            [ids, [r.line for r in rows]],
+        )
+        fresh = {i for (i,) in cursor.fetchall()}
+        repeated = [i for i in ids if i not in fresh]
+        seen = {}
+        if repeated:
+            cursor.execute(f"SELECT id, line FROM {SEEN} WHERE id = ANY(%s)", [repeated])
+            seen = dict(cursor.fetchall())
+        cursor.execute(
+            f"SELECT id, content_hash FROM {TRAJECTORIES} WHERE id = ANY(%s)",
+            [list(fresh)],
+        )
+        return seen, dict(cursor.fetchall())
+
+    def write(self, rows: list, *, replaced: list[str]) -> None:
+        self._wait()
+        if rows:
+            self._pending = self._pool.submit(self._write, rows, replaced)
+
+    def _write(self, rows: list, replaced: list[str]) -> None:
+        with self._raw.cursor() as cursor:
+            if replaced:
+                cursor.execute(f"DELETE FROM {ATOMS} WHERE trajectory_id = ANY(%s)", [replaced])
+                cursor.execute(f"DELETE FROM {TRAJECTORIES} WHERE id = ANY(%s)", [replaced])
+            imported_at = self._imported_at
+            with cursor.copy(f"COPY {TRAJECTORIES} ({_quoted(COLUMNS)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row((*row.cells, row.digest, imported_at))
+            with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
+                for row in rows:
+                    for atom in row.atoms:
+                        copy.write_row((row.id, atom))
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def finish(self) -> None:
+        self._wait()
+        self._cursor.execute(f"DROP TABLE {SEEN}")
+
+    def close(self) -> None:
+        # Whatever happened, the worker is done with the connection before the caller's
+        # transaction commits or rolls back.
+        self._pool.shutdown(wait=True)
+        self._cursor.close()
+
+
+class _SqliteStore:
+    def __init__(self, imported_at: datetime):
+        self._cursor = connection.cursor()
+        self._imported_at = self.time_text(imported_at)
+        for table, key in ((SEEN, "PRIMARY KEY"), (CHUNK_IDS, "")):
+            self._cursor.execute(f"DROP TABLE IF EXISTS temp.{table}")
+            self._cursor.execute(f"CREATE TEMP TABLE {table} (id text {key}, line integer)")
+
+    @staticmethod
+    def time_text(value: datetime) -> str:
+        # Django's own storage form on SQLite (UTC, no offset): the ORM reads it back.
+        return str(timezone.make_naive(value, UTC))
+
+    def check(self, rows: list) -> tuple[dict[str, int], dict[str, str]]:
+        cursor = self._cursor
+        cursor.execute(f"DELETE FROM {CHUNK_IDS}")
+        cursor.executemany(
+            f"INSERT INTO {CHUNK_IDS} (id, line) VALUES (%s, %s)", [(r.id, r.line) for r in rows]
+        )
+        cursor.execute(
+            f"SELECT c.id, s.line FROM {CHUNK_IDS} c JOIN {SEEN} s ON s.id = c.id",
+        )
+        seen = dict(cursor.fetchall())
+        cursor.execute(f"INSERT OR IGNORE INTO {SEEN} (id, line) SELECT id, line FROM {CHUNK_IDS}")
+        cursor.execute(
+            f"SELECT c.id, t.content_hash FROM {CHUNK_IDS} c JOIN {TRAJECTORIES} t ON t.id = c.id"
+        )
+        return seen, {i: h for i, h in cursor.fetchall() if i not in seen}
+
+    def write(self, rows: list, *, replaced: list[str]) -> None:
+        cursor = self._cursor
+        if replaced:
+            pairs = [(i,) for i in replaced]
+            cursor.executemany(f"DELETE FROM {ATOMS} WHERE trajectory_id = %s", pairs)
+            cursor.executemany(f"DELETE FROM {TRAJECTORIES} WHERE id = %s", pairs)
+        columns = COLUMNS
+        marks = ", ".join(["%s"] * len(columns))
+        cursor.executemany(
+            f"INSERT INTO {TRAJECTORIES} ({_quoted(columns)}) VALUES ({marks})",
+            [(*row.cells, row.digest, self._imported_at) for row in rows],
+        )
+        cursor.executemany(
+            f"INSERT INTO {ATOMS} (trajectory_id, atom) VALUES (%s, %s)",
+            [(row.id, atom) for row in rows for atom in row.atoms],
+        )
+
+    def finish(self) -> None:
+        for table in (SEEN, CHUNK_IDS):
+            self._cursor.execute(f"DROP TABLE temp.{table}")
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+@contextmanager
+def corpus_store(imported_at: datetime) -> Iterator["_PostgresStore | _SqliteStore"]:
+    """The store of one import; use it inside the import's transaction."""
+    store = (_PostgresStore if connection.vendor == "postgresql" else _SqliteStore)(imported_at)
+    try:
+        yield store
+        store.finish()
+    finally:
+        store.close()
