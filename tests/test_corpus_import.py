@@ -1,5 +1,6 @@
 """Corpus import (semantics §2): atomic, every bad line named, idempotent, expected_rule kept."""
 
+import gc
 import json
 
 import pytest
@@ -7,6 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from lifecycle.models import Trajectory, TrajectoryAtom
+from lifecycle.services import corpus as corpus_service
 from lifecycle.services.corpus import import_corpus
 from lifecycle.validation import ImportRejected
 
@@ -149,3 +151,127 @@ def test_the_command_exits_non_zero_naming_the_line(tmp_path):
 def test_the_command_refuses_a_missing_file():
     with pytest.raises(CommandError, match="cannot read"):
         call_command("import_corpus", "/nonexistent/corpus.jsonl")
+
+
+# --- streaming: chunks, one transaction, every bad line (semantics §2) ----------------------
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of three lines, so a handful of lines crosses several chunk boundaries."""
+    monkeypatch.setattr(corpus_service, "CHUNK", 3)
+
+
+def test_a_bad_last_line_after_written_chunks_writes_nothing(small_chunks):
+    lines = jsonl(*(trajectory(f"F-{i:03d}") for i in range(10)), trajectory("F-999", kind="x"))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [(e.line, e.field) for e in exc.value.errors] == [(11, "kind")]
+    assert not Trajectory.objects.exists()
+    assert not TrajectoryAtom.objects.exists()
+
+
+def test_every_bad_line_is_reported_after_the_first_bad_chunk(small_chunks):
+    import_corpus(jsonl(trajectory("F-100")))
+    lines = jsonl(
+        trajectory("F-001", kind="x"),  # chunk 1
+        trajectory("F-002"),
+        trajectory("F-003"),
+        trajectory("F-004"),  # chunk 2
+        trajectory("F-100", task="other text"),  # stored with other content
+        trajectory("F-002"),  # a repeat of line 2, two chunks later
+        trajectory("F-007", metrics={"coherence": 2}),  # chunk 3
+    )
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [(e.line, e.field) for e in exc.value.errors] == [
+        (1, "kind"),
+        (5, "id"),
+        (6, "id"),
+        (7, "metrics"),
+    ]
+    assert "already appears on line 2" in exc.value.errors[2].message
+    assert list(Trajectory.objects.values_list("id", flat=True)) == ["F-100"]
+
+
+def test_a_repeated_id_in_a_later_chunk_names_its_first_line(small_chunks):
+    lines = jsonl(*(trajectory(f"F-{i:03d}") for i in range(7)), trajectory("F-001"))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [str(e) for e in exc.value.errors] == [
+        "line 8, field 'id': 'F-001' already appears on line 2"
+    ]
+
+
+def test_chunks_import_and_re_import_like_one_file(small_chunks):
+    lines = jsonl(*(trajectory(f"F-{i:03d}") for i in range(8)))
+    seen = []
+    result = import_corpus(lines, progress=seen.append, keep_ids=True)
+    assert result.as_dict() == {"created": 8, "unchanged": 0, "updated": 0}
+    assert result.ids == [f"F-{i:03d}" for i in range(8)]
+    assert seen == [3, 6, 8]
+    assert TrajectoryAtom.objects.count() == 16
+    again = jsonl(
+        *(trajectory(f"F-{i:03d}", **({"task": "new"} if i == 4 else {})) for i in range(8))
+    )
+    assert import_corpus(again, replace=True).as_dict() == {
+        "created": 0,
+        "unchanged": 7,
+        "updated": 1,
+    }
+    assert Trajectory.objects.get(pk="F-004").task == "new"
+    assert TrajectoryAtom.objects.count() == 16
+
+
+def test_the_same_content_written_another_way_is_unchanged():
+    line = trajectory(
+        "F-001", meta={"b": 1, "a": [1, 2]}, signature=["tool:git", " action:git.push"]
+    )
+    import_corpus(jsonl(line))
+    reordered = dict(reversed(list({**line, "meta": {"a": [1, 2], "b": 1}}.items())))
+    reordered["signature"] = ["tool:git", "action:git.push"]
+    assert import_corpus([json.dumps(reordered, indent=None)]).as_dict() == {
+        "created": 0,
+        "unchanged": 1,
+        "updated": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"steps": [{"score": float("nan")}]}, "steps"),
+        ({"task": "push\u0000the fix"}, "task"),
+        ({"outcome": {"summary": "\ud800"}}, "outcome"),
+        ({"meta": {"note": "a\u0000b"}}, "meta"),
+    ],
+)
+def test_values_the_database_cannot_store_are_line_errors(override, field):
+    raw = json.dumps(trajectory("F-001", **override))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus([raw])
+    assert [(e.line, e.field) for e in exc.value.errors] == [(1, field)]
+    assert not Trajectory.objects.exists()
+
+
+def test_a_line_that_is_not_utf8_is_named_by_the_command(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(json.dumps(trajectory("F-001")).encode() + b"\n" + b'{"id": "F-\xff"}\n')
+    with pytest.raises(CommandError, match="line 2: not valid UTF-8"):
+        call_command("import_corpus", str(path))
+    assert not Trajectory.objects.exists()
+
+
+def test_the_collector_is_paused_during_an_import_and_restored_after(monkeypatch):
+    states = []
+
+    def watch(lines_read):
+        states.append((gc.isenabled(), gc.get_freeze_count() > 0))
+
+    assert gc.isenabled()
+    import_corpus(jsonl(trajectory("F-001")), progress=watch)
+    assert states == [(False, True)]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    with pytest.raises(ImportRejected):
+        import_corpus(jsonl(trajectory("F-002", kind="x")))
+    assert gc.isenabled() and gc.get_freeze_count() == 0

@@ -38,7 +38,7 @@ from lifecycle.validation import (
 
 from .. import atoms as atom_lib
 from ..models import TrajectoryKind
-from .corpus_store import CELL_COLUMNS, Row, corpus_store
+from .corpus_store import Row, corpus_store
 
 KINDS = {k.value for k in TrajectoryKind}
 REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")
@@ -46,8 +46,15 @@ REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")
 # enough that two chunks alive at once stay a few megabytes.
 CHUNK = 5_000
 
-JSON_COLUMNS = frozenset(
-    {"steps", "outcome", "metrics", "signature", "notices", "expected_rule", "replay_input", "meta"}
+JSON_COLUMNS = (
+    "steps",
+    "outcome",
+    "metrics",
+    "signature",
+    "notices",
+    "expected_rule",
+    "replay_input",
+    "meta",
 )
 
 
@@ -136,46 +143,80 @@ def trajectory_atoms(fields: dict) -> list[str]:
     return list(dict.fromkeys([*fields["signature"], *fields["notices"]]))
 
 
-_dumps = json.JSONEncoder(
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
-).encode
+def _no_default(value):
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _cell(column: str, value, time_text: Callable) -> object:
-    if value is None:
-        return None
-    if column in JSON_COLUMNS:
-        text = _dumps(value)
-        # PostgreSQL's jsonb refuses the NUL character; so does every text column.
-        if "\\u0000" in text:
-            raise ValueError("must not contain NUL characters")
-        return text
-    if column == "started_at":
-        return time_text(value)
-    if isinstance(value, str) and "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    return value
+# The C encoder built once: `json.dumps` builds it again on every call, which cost more than
+# the encoding of a small value. Compact, keys sorted (the same content always gives the same
+# text, so the same hash), no NaN (jsonb refuses it).
+_encoder = json.encoder.c_make_encoder(
+    None, _no_default, json.encoder.encode_basestring, None, ":", ",", True, False, False
+)
 
 
-def row_digest(cells: Iterable) -> str:
-    """The content hash of a trajectory: sha256 of the cells as the database receives them."""
-    text = "\x1f".join(
+def _json(value) -> str | None:
+    return None if value is None else "".join(_encoder(value, 0))
+
+
+def _cells(fields: dict, time_text: Callable) -> tuple:
+    """The row's cells in CELL_COLUMNS order; raises ValueError (NaN, infinity)."""
+    started_at = fields["started_at"]
+    return (
+        fields["id"],
+        fields["kind"],
+        fields["task"],
+        _json(fields["steps"]),
+        _json(fields["outcome"]),
+        _json(fields["metrics"]),
+        _json(fields["signature"]),
+        _json(fields["notices"]),
+        fields["session_id"],
+        None if started_at is None else time_text(started_at),
+        fields["corpus"],
+        _json(fields["expected_rule"]),
+        fields["replayable"],
+        _json(fields["replay_input"]),
+        _json(fields["meta"]),
+    )
+
+
+def _cell_errors(number: int, fields: dict, time_text: Callable) -> list[LineError]:
+    """Which fields a row cannot be written with (the slow path, for a bad row only): NaN or
+    infinity, the NUL character, a lone surrogate (none of which PostgreSQL stores)."""
+    errors = []
+    for column in ("id", "task", "session_id", "corpus", *JSON_COLUMNS):
+        try:
+            text = (_json(fields[column]) if column in JSON_COLUMNS else fields[column]) or ""
+            text.encode()
+        except (ValueError, UnicodeEncodeError) as exc:
+            message = "is not valid Unicode text" if isinstance(exc, UnicodeError) else str(exc)
+            errors.append(LineError(number, column, message))
+            continue
+        if "\x00" in text or "\\u0000" in text:
+            errors.append(LineError(number, column, "must not contain NUL characters"))
+    return errors
+
+
+def row_text(cells: Iterable) -> str:
+    """A row's cells as one text, the content hash's input."""
+    return "\x1f".join(
         "\\N" if c is None else ("t" if c else "f") if isinstance(c, bool) else c for c in cells
     )
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def serialise(number: int, fields: dict, time_text: Callable) -> tuple[Row | None, list]:
-    """One validated line as the row the store writes: every value serialised once."""
-    cells, errors = [], []
-    for column in CELL_COLUMNS:
-        try:
-            cells.append(_cell(column, fields[column], time_text))
-        except ValueError as exc:
-            errors.append(LineError(number, column, str(exc)))
-    if errors:
-        return None, errors
-    return Row(number, fields["id"], tuple(cells), row_digest(cells), trajectory_atoms(fields)), []
+    """One validated line as the row the store writes: every value serialised once, and the
+    content hash taken from that same text."""
+    try:
+        cells = _cells(fields, time_text)
+        text = row_text(cells)
+        if "\x00" in text or "\\u0000" in text:
+            raise ValueError("NUL")
+        digest = hashlib.sha256(text.encode()).hexdigest()
+    except (ValueError, UnicodeEncodeError):
+        return None, _cell_errors(number, fields, time_text)
+    return Row(number, fields["id"], cells, digest, trajectory_atoms(fields)), []
 
 
 def _validate_chunk(
