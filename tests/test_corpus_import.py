@@ -1,11 +1,15 @@
 """Corpus import (semantics §2): atomic, every bad line named, idempotent, expected_rule kept."""
 
 import gc
+import importlib
 import json
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 
 from lifecycle.models import Trajectory, TrajectoryAtom
 from lifecycle.services import corpus as corpus_service
@@ -275,3 +279,27 @@ def test_the_collector_is_paused_during_an_import_and_restored_after(monkeypatch
     with pytest.raises(ImportRejected):
         import_corpus(jsonl(trajectory("F-002", kind="x")))
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_stored_trajectories_re_hash_to_what_an_import_computes():
+    """Migration 0011 re-hashes what was imported before the hash was taken from the cells:
+    from the stored values it must find the hash an import of the same line computes."""
+    lines = jsonl(
+        trajectory(
+            "F-001",
+            expected_rule=EXPECTED,
+            notices=["breach:task_completion"],
+            replay_input={"task": "push", "n": [1, 2.5]},
+            meta={"é": "ü"},
+            session_id="s-1",
+            corpus="failures/positive",
+        ),
+        trajectory("S-002", "success", steps=[], outcome=None, started_at=None),
+    )
+    import_corpus(lines)
+    imported = dict(Trajectory.objects.values_list("id", "content_hash"))
+    Trajectory.objects.update(content_hash="before")
+    migration = importlib.import_module("lifecycle.migrations.0011_trajectory_row_hashes")
+    migration.rehash(django_apps, SimpleNamespace(connection=connection))
+    assert dict(Trajectory.objects.values_list("id", "content_hash")) == imported
+    assert import_corpus(lines).as_dict() == {"created": 0, "unchanged": 2, "updated": 0}

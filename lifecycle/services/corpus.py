@@ -205,6 +205,12 @@ def row_text(cells: Iterable) -> str:
     )
 
 
+def stored_digest(fields: dict, time_text: Callable) -> str:
+    """The content hash of a trajectory already stored (its fields as the ORM reads them):
+    how migration 0011 re-hashed the corpus when the hash came to be taken from the cells."""
+    return hashlib.sha256(row_text(_cells(fields, time_text)).encode()).hexdigest()
+
+
 def serialise(number: int, fields: dict, time_text: Callable) -> tuple[Row | None, list]:
     """One validated line as the row the store writes: every value serialised once, and the
     content hash taken from that same text."""
