@@ -39,7 +39,9 @@ def ensure_database(url: str, *, reseed: bool) -> None:
 
 
 def seed() -> None:
-    from lifecycle.models import JournalEvent, Rule
+    from lifecycle import journal
+    from lifecycle.journal import EventType
+    from lifecycle.models import Rule
 
     if Rule.objects.exists():
         return
@@ -60,18 +62,17 @@ def seed() -> None:
         for i in range(RULES)
     ]
     Rule.objects.bulk_create(rules, batch_size=2000)
-    JournalEvent.objects.bulk_create(
+    journal.write_many(
         [
-            JournalEvent(
-                type="validation_verdict",
+            journal.event(
+                type=EventType.VALIDATION_VERDICT,
                 at=T0 + timedelta(seconds=i),
                 rule_id=f"B-{i % RULES:05d}",
                 actor="engine",
                 evidence={"outcome": "pending", "reason": "trial: 1/5 sessions observed"},
             )
             for i in range(EVENTS)
-        ],
-        batch_size=5000,
+        ]
     )
 
 

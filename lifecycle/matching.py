@@ -2,7 +2,7 @@
 
 `rule_matches` is the one match decision: replay case selection, the corpus gate, the corpus
 page and the rule tool all ask it (or `matching_trajectories`, its indexed twin for stored
-trajectories, which must agree with it on every input — tests/test_matching.py checks that
+trajectories, which must agree with it on every input — tests/services/test_matching.py checks that
 exhaustively).
 
 - Failure-mode match: every failure-mode atom of the rule (`tool:`, `action:`, `error:`, any

@@ -188,6 +188,10 @@ class Rule(models.Model):
     duplicate_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="probable_duplicates"
     )
+    # Extraction accuracy (semantics §12): the comparator's scores of this rule against its
+    # source case's expected rule, computed after commit (lifecycle.tasks) so pages read it
+    # instead of running the comparator. None when there is no expected rule to compare with.
+    comparison = models.JSONField(null=True, blank=True, default=None)
 
     # Forward-trial baseline, captured when the candidate is recorded (semantics §8).
     baseline_rate = models.FloatField(default=1.0)

@@ -14,7 +14,7 @@ from lifecycle.services.rules import rule_promote, rule_retire_by_reviewer
 from lifecycle.services.tokens import token_create, token_revoke
 from lifecycle.states import Actor
 
-from .factories import T0, candidate, report, trajectory
+from .builders import T0, candidate, report, trajectory
 
 pytestmark = pytest.mark.django_db
 

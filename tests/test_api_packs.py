@@ -19,7 +19,7 @@ from lifecycle.services.packs import (
 from lifecycle.services.rules import rule_promote
 from lifecycle.states import Actor, NotAllowed
 
-from .factories import candidate
+from .builders import candidate
 
 pytestmark = pytest.mark.django_db
 

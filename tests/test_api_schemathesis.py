@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
 from lifecycle.schemas import JSONL_TYPES
 from lifecycle.services.tokens import token_create
 
-from .factories import candidate
+from .builders import candidate
 
 MAX_EXAMPLES = 20
 CHECKS = [

@@ -15,7 +15,7 @@ from lifecycle.services.rules import rule_promote, rule_retire_by_reviewer
 from lifecycle.states import Actor
 from lifecycle.validation import FilterError
 
-from .factories import candidate, jsonl, trajectory
+from .builders import candidate, jsonl, trajectory
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from lifecycle.models import JournalEvent
 from lifecycle.selectors import journal as selectors_journal
 from lifecycle.validation import FilterError
 
-from .factories import T0, candidate
+from .builders import T0, candidate
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from lifecycle.services import packs
 from lifecycle.services.rules import rule_promote
 from lifecycle.states import Actor
 
-from .factories import candidate
+from .builders import candidate
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,7 @@ from lifecycle.models import JournalEvent
 from replay import selectors
 from replay.models import ValidationRound
 
-from .dashboard_data import make_round, make_rule, verdict
-from .factories import T0
+from .builders import T0, make_round, make_rule, verdict
 
 pytestmark = pytest.mark.django_db
 

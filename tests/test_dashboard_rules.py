@@ -12,8 +12,9 @@ from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent, Rule, TrialEnrolment
 from lifecycle.selectors import rules as selectors
 
-from .dashboard_data import (
+from .builders import (
     F001_EXTRACTION,
+    T0,
     case_evidence,
     gate_result,
     install_extraction_scoring,
@@ -24,7 +25,6 @@ from .dashboard_data import (
     replay_case,
     verdict,
 )
-from .factories import T0
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from lifecycle.validation import read_jsonl
 from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
-from tests.factories import T0, jsonl, report
+from tests.builders import T0, jsonl, report
 from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]

@@ -21,7 +21,7 @@ from replay.kick import kick_round, kicks_deferred
 from replay.models import ValidationRound
 from replay.services import round_run, run_until_settled
 from replay.trials import trial_enrol
-from tests.factories import T0, candidate, jsonl, report, trajectory
+from tests.builders import T0, candidate, jsonl, report, trajectory
 
 BACKEND = "tests.test_engine_scenarios:scripted"
 SIGNATURE = ["tool:git", "action:git.push", "error:non_fast_forward"]

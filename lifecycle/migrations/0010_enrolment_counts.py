@@ -82,7 +82,7 @@ def drop_count_triggers(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("lifecycle", "0007_enrolment_indexes")]
+    dependencies = [("lifecycle", "0008_rule_comparison")]
 
     operations = [
         migrations.AddField(

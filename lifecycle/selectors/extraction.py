@@ -1,5 +1,6 @@
 """Extraction accuracy of stored rules (semantics §12): each rule whose source case carries an
-`expected_rule`, scored against it by `comparison.compare.compare_rules`.
+`expected_rule`, scored against it by `comparison.compare.compare_rules` once, after the rule
+(or its source case) is stored, and read back from `Rule.comparison` by the pages.
 
 This is a separate number from replay fidelity and stays one: nothing here reads a verdict,
 a delta or a trial, and nothing elsewhere folds these scores into a rule's validation.
@@ -30,17 +31,23 @@ def _scored(rows: list[tuple[dict, dict, list[str] | None]]) -> list[dict]:
     ]
 
 
-def _rule_row(rule: Rule, expected: dict) -> tuple[dict, dict, list[str] | None]:
+def scores_against_expected(rules: list[tuple[str, str, str, dict]]) -> list[dict]:
+    """(source case, trigger, directive, the case's expected rule) → each rule's extraction
+    scores as stored on it, embedded in one batch. Plain values in: `score_rule` uses it, and so
+    does the migration that scores the rules recorded before scores were stored."""
     # Signature agreement compares the atoms read from both triggers by the same reader. The
     # rule's stored signature speaks the corpus's own atom vocabulary (`error:http_429`),
     # which the reader of the expected prose cannot know (`error:rate_limited`, `status:429`):
     # mixing the two would call a correct rewording a different rule.
-    extracted = {"trigger": rule.trigger, "directive": rule.directive}
-    return extracted, _parts(expected), None
+    scored = _scored(
+        [({"trigger": t, "directive": d}, _parts(expected), None) for _, t, d, expected in rules]
+    )
+    return [{"source_case": case, **row} for (case, *_), row in zip(rules, scored, strict=True)]
 
 
-def extraction_for_rule(rule: Rule) -> dict | None:
-    """The rule scored against its source case's expected rule; None when there is none."""
+def score_rule(rule: Rule) -> dict | None:
+    """Run the comparator: the rule against its source case's expected rule; None when there
+    is none. Slow (it embeds both texts): called after commit, its result stored on the rule."""
     if not rule.source_case:
         return None
     expected = (
@@ -50,24 +57,23 @@ def extraction_for_rule(rule: Rule) -> dict | None:
     )
     if not expected:
         return None
-    return {"source_case": rule.source_case, **_scored([_rule_row(rule, expected)])[0]}
+    return scores_against_expected([(rule.source_case, rule.trigger, rule.directive, expected)])[0]
+
+
+def extraction_for_rule(rule: Rule) -> dict | None:
+    """The rule's stored extraction scores (`score_rule`'s result); None when there are none."""
+    return rule.comparison
 
 
 def extraction_rows() -> list[dict]:
-    """One row per rule (any state) whose source case carries an expected rule, in the
-    order rules were recorded. Two queries whatever the number of rules."""
-    with_expected = Trajectory.objects.filter(expected_rule__isnull=False).values("id")
-    rules = list(Rule.objects.filter(source_case__in=with_expected).order_by("recorded_at", "id"))
-    expected_by_case = dict(
-        Trajectory.objects.filter(pk__in={r.source_case for r in rules}).values_list(
-            "id", "expected_rule"
-        )
+    """One row per rule (any state) with stored extraction scores, in the order rules were
+    recorded. One query whatever the number of rules; the comparator does not run."""
+    rules = (
+        Rule.objects.filter(comparison__isnull=False)
+        .order_by("recorded_at", "id")
+        .values_list("id", "state", "comparison")
     )
-    scored = _scored([_rule_row(rule, expected_by_case[rule.source_case]) for rule in rules])
-    return [
-        {"rule": rule.id, "state": rule.state, "source_case": rule.source_case, **row}
-        for rule, row in zip(rules, scored, strict=True)
-    ]
+    return [{"rule": rid, "state": state, **comparison} for rid, state, comparison in rules]
 
 
 def _rule_part(number: int, obj: dict, name: str) -> tuple[dict | None, list[LineError]]:

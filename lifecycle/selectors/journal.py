@@ -226,3 +226,28 @@ def csv_lines(rows: Iterable[dict]) -> Iterator[str]:
     yield writer.writerow(EXPORT_FIELDS)
     for row in rows:
         yield writer.writerow([_csv_cell(row[f]) for f in EXPORT_FIELDS])
+
+
+def journal_rows(
+    *, rule: str | None = None, type: str | None = None, round_id: int | None = None
+) -> list[dict]:
+    """The `journal` command's rows (semantics §10, §15): every event oldest first, optionally
+    of one rule, type or round, in chunks so memory stays flat while reading."""
+    events = JournalEvent.objects.order_by("at", "id")
+    if rule:
+        events = events.filter(rule_id=rule)
+    if type:
+        events = events.filter(type=type)
+    if round_id is not None:
+        events = events.filter(round_id=round_id)
+    return [
+        {
+            "type": e.type,
+            "at": e.at.isoformat(),
+            "rule": e.rule_id,
+            "round": e.round_id,
+            "actor": e.actor,
+            "evidence": e.evidence,
+        }
+        for e in events.iterator(chunk_size=2000)
+    ]

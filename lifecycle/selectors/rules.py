@@ -14,7 +14,8 @@ from django.utils import timezone
 from ..journal import DECISION_TYPES, TRANSITION_TYPES, EventType
 from ..metrics import load_registry
 from ..models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
-from ..validation import FilterError
+from ..scopes import rule_as_dict
+from ..validation import FilterError, InvalidRule, check_metric
 
 # The rule-list filter vocabulary. Every key is optional; an empty value means "any".
 #   state            candidate | active | retired
@@ -143,11 +144,10 @@ def rule_list(*, filters: dict) -> QuerySet[Rule]:
         rules = rules.filter(state=RuleState.CANDIDATE, pending_reason=f["pending_reason"])
     if f["metric"]:
         registry = load_registry()
-        if registry.resolve(f["metric"]) is None:
-            known = ", ".join(sorted(registry))
-            raise FilterError(
-                f"metric must be one of {known} (got {f['metric']!r})", field="metric"
-            )
+        try:
+            check_metric(f["metric"], registry)
+        except InvalidRule as exc:
+            raise FilterError(str(exc), field="metric") from None
         rules = rules.filter(metric__in=registry.family(f["metric"]))
     if f["has_ground_truth"]:
         rules = rules.filter(has_ground_truth=f["has_ground_truth"] in _YES)
@@ -522,10 +522,11 @@ def rule_decision_event(rule: Rule) -> JournalEvent | None:
 def rule_detail(rule: Rule) -> dict:
     """Everything the rule page shows. The corpus gate (semantics §11) and the extraction diff
     (semantics §12) come from their own modules and are kept apart from replay evidence."""
-    # Imported here, not at start-up: extraction scoring loads the embedding model, and the
-    # rule-list API that shares this module needs neither.
-    from lifecycle.selectors.extraction import extraction_for_rule
-    from lifecycle.selectors.gate import gate_both
+    # Imported here, not at start-up: the extraction module also holds the comparator's
+    # scoring, and the rule-list API that shares this module needs neither. The page reads the
+    # stored extraction scores; the comparator does not run here.
+    from .extraction import extraction_for_rule
+    from .gate import gate_both
 
     events, older_events = rule_events(rule)
     promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN
@@ -555,4 +556,41 @@ def rule_detail(rule: Rule) -> dict:
         "extraction_parts": extraction_parts(extraction),
         "promote_margin": promote_margin,
         "regress_margin": regress_margin,
+    }
+
+
+def rule_status(rule_id: str) -> dict | None:
+    """What `show_rule` shows (semantics §15): the rule, its pending reason, its trial so far,
+    its replay attempts and its latest evidence event; None when there is no such rule."""
+    rule = Rule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        return None
+    trial = TrialEnrolment.objects.filter(rule=rule).aggregate(
+        enrolled=Count("id"),
+        breached=Count("id", filter=Q(breached=True)),
+        read_candidate=Count("id", filter=Q(read_candidate=True)),
+    )
+    latest = (
+        JournalEvent.objects.filter(
+            rule=rule, type__in=(*DECISION_TYPES, EventType.VALIDATION_VERDICT)
+        )
+        .order_by("-at", "-id")
+        .first()
+    )
+    return {
+        **rule_as_dict(rule),
+        "pending_reason": rule.pending_reason or None,
+        "pending_text": rule.pending_text or None,
+        "replay_attempts": rule.replay_attempts,
+        "validator": rule.last_validator or None,
+        "reason": rule.verdict_reason,
+        "trial": {"baseline_rate": rule.baseline_rate, **trial},
+        "latest_evidence": None
+        if latest is None
+        else {
+            "type": latest.type,
+            "at": latest.at.isoformat(),
+            "round": latest.round_id,
+            "evidence": latest.evidence,
+        },
     }

@@ -37,7 +37,11 @@ from lifecycle.validation import (
 )
 
 from .. import atoms as atom_lib
+from .. import journal
+from ..journal import EventType
 from ..models import TrajectoryKind
+from ..states import Actor
+from ..tasks import rules_rescore_enqueue
 from .corpus_store import Row, corpus_store
 
 KINDS = {k.value for k in TrajectoryKind}
@@ -297,13 +301,16 @@ def import_corpus(
     lines: Iterable[str | bytes],
     *,
     replace: bool = False,
+    actor: Actor | None = None,
     progress: Callable[[int], None] | None = None,
     keep_ids: bool = False,
 ) -> ImportResult:
     """Import a JSON Lines corpus, all or nothing, in one transaction. Trajectories already
-    stored with other content are refused unless `replace`. `progress` is called with the
-    number of lines read after each chunk; `keep_ids` lists the ids in the result (the API
-    returns them; the command line does not keep a list as long as the file)."""
+    stored with other content are refused unless `replace`. With an `actor` (an API token), a
+    change is journaled as `corpus_imported` in the same transaction; the command line loads
+    corpora unjournaled, as the operator's own setup. `progress` is called with the number of
+    lines read after each chunk; `keep_ids` lists the ids in the result (the API returns them;
+    the command line keeps no list as long as the file)."""
     result = ImportResult()
     errors: list[LineError] = []
     numbered = read_jsonl(lines)
@@ -328,4 +335,20 @@ def import_corpus(
             del rows, to_write
         if errors:
             raise ImportRejected(errors)
+        if result.created or result.updated:
+            _imported(store, result, actor=actor, replace=replace)
     return result
+
+
+def _imported(store, result: ImportResult, *, actor: Actor | None, replace: bool) -> None:
+    """What an import that wrote something asks for: the rules whose source case arrived or
+    changed are scored again after commit; a token's import is journaled."""
+    rule_ids = store.rules_of_written_cases()
+    if rule_ids:
+        transaction.on_commit(lambda: rules_rescore_enqueue(rule_ids))
+    if actor is not None:
+        journal.write(
+            type=EventType.CORPUS_IMPORTED,
+            actor=actor,
+            evidence={**result.as_dict(), "replace": replace},
+        )

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from django.db import connection
 from django.utils import timezone
 
-from ..models import Trajectory, TrajectoryAtom
+from ..models import Rule, Trajectory, TrajectoryAtom
 
 SEEN = "corpus_import_seen"
 CHUNK_IDS = "corpus_import_chunk"
@@ -62,6 +62,18 @@ def _quoted(names) -> str:
 
 TRAJECTORIES = Trajectory._meta.db_table
 ATOMS = TrajectoryAtom._meta.db_table
+RULES = Rule._meta.db_table
+
+
+def _rules_of_written_cases(cursor, imported_at: str) -> list[str]:
+    """Rules whose source case this import wrote (its rows carry its time of import): one
+    join over the rules that name a source case, however long the file."""
+    cursor.execute(
+        f"SELECT r.id FROM {RULES} r JOIN {TRAJECTORIES} t ON t.id = r.source_case "
+        "WHERE r.source_case <> '' AND t.imported_at = %s ORDER BY r.id",
+        [imported_at],
+    )
+    return [rule_id for (rule_id,) in cursor.fetchall()]
 
 
 class _PostgresStore:
@@ -127,6 +139,10 @@ class _PostgresStore:
         if pending is not None:
             pending.result()
 
+    def rules_of_written_cases(self) -> list[str]:
+        self._wait()
+        return _rules_of_written_cases(self._cursor, self._imported_at)
+
     def finish(self) -> None:
         self._wait()
         self._cursor.execute(f"DROP TABLE {SEEN}")
@@ -183,6 +199,9 @@ class _SqliteStore:
             f"INSERT INTO {ATOMS} (trajectory_id, atom) VALUES (%s, %s)",
             [(row.id, atom) for row in rows for atom in row.atoms],
         )
+
+    def rules_of_written_cases(self) -> list[str]:
+        return _rules_of_written_cases(self._cursor, self._imported_at)
 
     def finish(self) -> None:
         for table in (SEEN, CHUNK_IDS):

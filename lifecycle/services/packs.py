@@ -22,7 +22,13 @@ from pydantic import ValidationError as SchemaError
 from lifecycle import journal, signals
 from lifecycle.journal import DECISION_TYPES, EventType
 from lifecycle.services.rules import rule_record_candidate
-from lifecycle.validation import InvalidRule, candidate_fields, content_hash, rule_content_hash
+from lifecycle.validation import (
+    InvalidRule,
+    candidate_fields,
+    check_metric,
+    content_hash,
+    rule_content_hash,
+)
 
 from ..metrics import load_registry
 from ..models import JournalEvent, Rule, RuleState
@@ -445,12 +451,9 @@ def _plan_rules(pack: PackSchema) -> tuple[list[PlannedRule], list[PackError]]:
                 source_case=item.source_case,
                 source_notice=item.source_notice,
             )
+            check_metric(fields["metric"], registry)
         except InvalidRule as exc:
             errors.append(PackError((*loc, exc.field), str(exc)))
-            continue
-        if fields["metric"] and registry.resolve(fields["metric"]) is None:
-            known = ", ".join(sorted(registry))
-            errors.append(PackError((*loc, "metric"), f"unknown metric (known: {known})"))
             continue
         digest = rule_content_hash(fields)
         if digest in seen_content:

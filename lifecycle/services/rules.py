@@ -20,6 +20,7 @@ from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
+from ..tasks import rule_compare_enqueue
 from ..trials import baseline
 from ..validation import (
     InvalidRule,
@@ -62,37 +63,41 @@ def baseline_for(*, metric: str) -> tuple[float, int, int]:
 def rule_record_candidate(
     *,
     actor: Actor,
+    trigger: str,
+    directive: str,
+    scope: str = "global",
+    metric: str = "",
+    signature: list | None = None,
+    tags: list | None = None,
+    source_case: str = "",
+    source_notice: str = "",
     rule_id: str | None = None,
     replaces: Rule | None = None,
     provenance: dict | None = None,
     now: datetime | None = None,
-    **text,
 ) -> tuple[Rule, bool]:
     """Record a candidate (semantics §3) with its baseline (semantics §8). Returns (rule, created).
-    `text` holds the candidate's fields (trigger, directive, scope, metric, signature, tags,
-    source_case, source_notice), checked by `validation.candidate_fields`.
 
     Idempotent: the same content (under the same id, if one is given) returns the stored rule.
     A given id whose stored text differs is refused: a recorded rule's text is immutable."""
     check_allowed(Action.RECORD, actor)
-    fields = candidate_fields(**text)
+    fields = candidate_fields(
+        trigger=trigger,
+        directive=directive,
+        scope=scope,
+        metric=metric,
+        signature=signature,
+        tags=tags,
+        source_case=source_case,
+        source_notice=source_notice,
+    )
     check_metric(fields["metric"])
     rule_id = check_rule_id(rule_id)
     digest = rule_content_hash(fields)
     now = now or timezone.now()
     with transaction.atomic():
-        existing = (
-            Rule.objects.filter(pk=rule_id).first()
-            if rule_id
-            else Rule.objects.filter(content_hash=digest, replaces=replaces).first()
-        )
+        existing = _stored_version(rule_id=rule_id, digest=digest, replaces=replaces)
         if existing is not None:
-            if existing.content_hash != digest:
-                raise InvalidRule(
-                    f"rule {existing.id} is already recorded with other text; a recorded rule "
-                    "is immutable: record a new candidate (without this id) instead",
-                    field="id",
-                )
             return existing, False
         rule = _insert_candidate(
             actor=actor,
@@ -106,6 +111,22 @@ def rule_record_candidate(
         _journal_added(rule, actor=actor, now=now)
         _after_recording(rule.id)
     return rule, True
+
+
+def _stored_version(*, rule_id: str | None, digest: str, replaces: Rule | None) -> Rule | None:
+    """The rule already recorded with this content (under this id, if one is given)."""
+    existing = (
+        Rule.objects.filter(pk=rule_id).first()
+        if rule_id
+        else Rule.objects.filter(content_hash=digest, replaces=replaces).first()
+    )
+    if existing is not None and existing.content_hash != digest:
+        raise InvalidRule(
+            f"rule {existing.id} is already recorded with other text; a recorded rule "
+            "is immutable: record a new candidate (without this id) instead",
+            field="id",
+        )
+    return existing
 
 
 def _insert_candidate(*, actor, rule_id, fields, digest, replaces, provenance, now) -> Rule:
@@ -154,10 +175,9 @@ def _journal_added(rule: Rule, *, actor: Actor, now: datetime) -> None:
 
 
 def _after_recording(rule_id: str) -> None:
-    """On commit: compare the rule with its neighbours and its source case off the request
-    (the comparator is slow to load and never blocks recording), and ask for a round."""
-    from ..tasks import rule_compare_enqueue
-
+    """On commit: compare the rule with its source case's expected rule and with its live
+    neighbours, off the write path (the comparator is slow and never blocks recording), and
+    ask for a round."""
     transaction.on_commit(lambda: rule_compare_enqueue(rule_id))
     signals.announce("candidate")
 

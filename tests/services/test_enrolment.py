@@ -15,7 +15,7 @@ from lifecycle.validation import numbered
 from replay.intake import reports_ingest
 from replay.trials import enrol_report
 
-from ..factories import T0, report
+from ..builders import T0, report
 
 pytestmark = pytest.mark.django_db
 

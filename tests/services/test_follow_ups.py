@@ -2,14 +2,16 @@
 check of each recorded candidate, nothing for a batch that is refused (semantics §9.1)."""
 
 import pytest
+from django.db import transaction
 
 from lifecycle.services.candidates import candidates_record
+from lifecycle.services.packs import export_pack, import_pack
 from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, read_jsonl
 from replay.intake import reports_ingest
 
-from ..factories import T0, jsonl, report
+from ..builders import T0, candidate, jsonl, report
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +24,8 @@ def follow_ups(monkeypatch):
     seen = []
     monkeypatch.setattr("replay.receivers.kick_round", lambda *, reason: seen.append(reason))
     monkeypatch.setattr(
-        "lifecycle.tasks.rule_compare_enqueue", lambda rule_id: seen.append(f"compare {rule_id}")
+        "lifecycle.services.rules.rule_compare_enqueue",
+        lambda rule_id: seen.append(f"compare {rule_id}"),
     )
     return seen
 
@@ -55,3 +58,18 @@ def test_a_file_of_reports_asks_for_one_round(follow_ups, django_capture_on_comm
     with django_capture_on_commit_callbacks(execute=True):
         reports_ingest(read_jsonl(lines))
     assert follow_ups == ["report"]
+
+
+def test_a_pack_asks_for_one_round_whoever_imports_it(
+    follow_ups, django_capture_on_commit_callbacks
+):
+    """The dashboard's import calls the same service: five rules, one round, not five."""
+    with transaction.atomic():
+        for n in range(5):
+            candidate(f"P-{n}", directive=f"step {n}", signature=[])
+        text = export_pack(scopes=["git"], states=["candidate"])
+        transaction.set_rollback(True)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = import_pack(text, actor=Actor.reviewer("rita"))
+    assert result["created"] == 5
+    assert follow_ups == [*(f"compare {rid}" for rid in result["rules"]), "bulk:candidate"]

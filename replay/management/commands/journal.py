@@ -1,5 +1,5 @@
 from lifecycle.management.base import JsonCommand
-from lifecycle.models import JournalEvent
+from lifecycle.selectors.journal import journal_rows
 
 
 class Command(JsonCommand):
@@ -14,24 +14,7 @@ class Command(JsonCommand):
         parser.add_argument("--round", type=int, help="only events of this round")
 
     def handle(self, *args, **options):
-        events = JournalEvent.objects.order_by("at", "id")
-        if options["rule"]:
-            events = events.filter(rule_id=options["rule"])
-        if options["type"]:
-            events = events.filter(type=options["type"])
-        if options["round"] is not None:
-            events = events.filter(round_id=options["round"])
-        rows = [
-            {
-                "type": e.type,
-                "at": e.at.isoformat(),
-                "rule": e.rule_id,
-                "round": e.round_id,
-                "actor": e.actor,
-                "evidence": e.evidence,
-            }
-            for e in events.iterator(chunk_size=2000)
-        ]
+        rows = journal_rows(rule=options["rule"], type=options["type"], round_id=options["round"])
         human = "\n".join(
             f"{r['at']} {r['type']}"
             + (f" rule={r['rule']}" if r["rule"] else "")

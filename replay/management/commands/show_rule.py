@@ -1,12 +1,7 @@
 from django.core.management.base import CommandError
 
-from lifecycle.journal import DECISION_TYPES, EventType
 from lifecycle.management.base import JsonCommand
-from lifecycle.models import JournalEvent, Rule, TrialEnrolment
-from lifecycle.scopes import rule_as_dict
-from replay.trials import trial_counts
-
-EVIDENCE_TYPES = (*DECISION_TYPES, EventType.VALIDATION_VERDICT)
+from lifecycle.selectors.rules import rule_status
 
 
 class Command(JsonCommand):
@@ -17,50 +12,27 @@ class Command(JsonCommand):
         parser.add_argument("rule_id")
 
     def handle(self, *args, **options):
-        rule = Rule.objects.filter(pk=options["rule_id"]).first()
-        if rule is None:
+        doc = rule_status(options["rule_id"])
+        if doc is None:
             raise CommandError(f"no rule {options['rule_id']!r}")
-        enrolled, breached = trial_counts([rule.id]).get(rule.id, (0, 0))
-        read = TrialEnrolment.objects.filter(rule=rule, read_candidate=True).count()
-        latest = (
-            JournalEvent.objects.filter(rule=rule, type__in=EVIDENCE_TYPES)
-            .order_by("-at", "-id")
-            .first()
-        )
-        doc = {
-            **rule_as_dict(rule),
-            "pending_reason": rule.pending_reason or None,
-            "pending_text": rule.pending_text or None,
-            "replay_attempts": rule.replay_attempts,
-            "validator": rule.last_validator or None,
-            "reason": rule.verdict_reason,
-            "trial": {
-                "baseline_rate": rule.baseline_rate,
-                "enrolled": enrolled,
-                "breached": breached,
-                "read_candidate": read,
-            },
-            "latest_evidence": None
-            if latest is None
-            else {
-                "type": latest.type,
-                "at": latest.at.isoformat(),
-                "round": latest.round_id,
-                "evidence": latest.evidence,
-            },
-        }
-        state = rule.state + (
-            f" — {rule.pending_reason or rule.pending_text}" if rule.pending_text else ""
-        )
-        human = [
-            f"{rule.id} [{rule.scope}] {state}",
-            f"  {rule.trigger} → {rule.directive}",
-            f"  replay attempts {rule.replay_attempts}; validator {rule.last_validator or '-'}",
-            f"  trial: {enrolled} enrolled, {breached} breached, {read} read it; "
-            f"baseline {rule.baseline_rate:.2f}",
-        ]
-        if rule.verdict_reason:
-            human.append(f"  reason: {rule.verdict_reason}")
-        if latest is not None:
-            human.append(f"  latest evidence: {latest.type} at {latest.at:%Y-%m-%d %H:%M:%S}")
-        self.emit(doc, "\n".join(human))
+        self.emit(doc, _human(doc))
+
+
+def _human(doc: dict) -> str:
+    pending = doc["pending_reason"] or doc["pending_text"]
+    state = doc["state"] + (f" — {pending}" if doc["pending_text"] else "")
+    trial = doc["trial"]
+    lines = [
+        f"{doc['id']} [{doc['scope']}] {state}",
+        f"  {doc['trigger']} → {doc['directive']}",
+        f"  replay attempts {doc['replay_attempts']}; validator {doc['validator'] or '-'}",
+        f"  trial: {trial['enrolled']} enrolled, {trial['breached']} breached, "
+        f"{trial['read_candidate']} read it; baseline {trial['baseline_rate']:.2f}",
+    ]
+    if doc["reason"]:
+        lines.append(f"  reason: {doc['reason']}")
+    latest = doc["latest_evidence"]
+    if latest is not None:
+        at = latest["at"][:19].replace("T", " ")
+        lines.append(f"  latest evidence: {latest['type']} at {at}")
+    return "\n".join(lines)

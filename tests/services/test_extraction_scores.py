@@ -17,7 +17,7 @@ from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, read_jsonl
 
-DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "lifecycle" / "fixtures" / "demo"
 ROW_KEYS = {
     "rule",
     "state",
@@ -35,11 +35,25 @@ ROW_KEYS = {
 
 
 @pytest.fixture
-def demo(db):
-    with open(DEMO / "corpus.jsonl", encoding="utf-8") as lines:
+def committed(db, monkeypatch, django_capture_on_commit_callbacks):
+    """Run what each change enqueues on commit (the scoring task, eagerly), without rounds."""
+    monkeypatch.setattr("replay.receivers.kick_round", lambda **kwargs: None)
+    return lambda: django_capture_on_commit_callbacks(execute=True)
+
+
+@pytest.fixture
+def demo(committed):
+    with committed(), open(DEMO / "corpus.jsonl", encoding="utf-8") as lines:
         import_corpus(lines)
-    with open(DEMO / "candidates.jsonl", encoding="utf-8") as lines:
+    with committed(), open(DEMO / "candidates.jsonl", encoding="utf-8") as lines:
         candidates_record(read_jsonl(lines), actor=Actor.extractor("demo"))
+
+
+def record(committed, **text) -> Rule:
+    with committed():
+        rule, _ = rule_record_candidate(actor=Actor.agent("bot"), **text)
+    rule.refresh_from_db()
+    return rule
 
 
 def test_a_rule_is_scored_against_its_source_cases_expected_rule(demo):
@@ -60,9 +74,9 @@ def test_a_rule_is_scored_against_its_source_cases_expected_rule(demo):
     assert result["verdict"] == "match"
 
 
-def test_an_identical_rule_is_a_match_with_token_f1_one(demo):
-    rule, _ = rule_record_candidate(
-        actor=Actor.agent("bot"),
+def test_an_identical_rule_is_a_match_with_token_f1_one(demo, committed):
+    rule = record(
+        committed,
         trigger="when the remote rejects a push because the branch is behind",
         directive="fetch and rebase onto the remote branch, then push again",
         source_case="F-002",  # word for word its expected rule
@@ -76,9 +90,9 @@ def test_a_rule_without_a_source_case_has_no_extraction_score(demo):
     assert extraction_for_rule(Rule.objects.get(pk="C-010")) is None
 
 
-def test_a_rule_whose_source_case_has_no_expected_rule_has_no_extraction_score(demo):
-    rule, _ = rule_record_candidate(
-        actor=Actor.agent("bot"),
+def test_a_rule_whose_source_case_has_no_expected_rule_has_no_extraction_score(demo, committed):
+    rule = record(
+        committed,
         trigger="when a push of the lint config is rejected",
         directive="pull first",
         source_case="F-007",  # in the corpus, without an expected_rule
@@ -87,10 +101,8 @@ def test_a_rule_whose_source_case_has_no_expected_rule_has_no_extraction_score(d
     assert rule.id not in {row["rule"] for row in extraction_rows()}
 
 
-def test_extraction_rows_has_one_row_per_scored_rule_in_two_queries(
-    demo, django_assert_num_queries
-):
-    with django_assert_num_queries(2):
+def test_extraction_rows_has_one_row_per_scored_rule_in_one_query(demo, django_assert_num_queries):
+    with django_assert_num_queries(1):
         rows = extraction_rows()
     expected_ids = [f"C-{n:03d}" for n in range(1, 13) if n != 10]
     assert [row["rule"] for row in rows] == expected_ids
@@ -98,6 +110,20 @@ def test_extraction_rows_has_one_row_per_scored_rule_in_two_queries(
     for row in rows:
         assert set(row) >= ROW_KEYS
         assert not set(row) & {"replay", "fidelity", "delta", "deciding_metric", "trial", "cases"}
+
+
+def test_a_rule_recorded_before_its_source_case_is_scored_when_the_case_arrives(committed):
+    rule = record(
+        committed,
+        trigger="when the remote rejects a push because the branch is behind",
+        directive="fetch and rebase onto the remote branch, then push again",
+        source_case="F-002",
+    )
+    assert extraction_for_rule(rule) is None  # nothing to compare with yet
+    with committed(), open(DEMO / "corpus.jsonl", encoding="utf-8") as lines:
+        import_corpus(lines)
+    rule.refresh_from_db()
+    assert extraction_for_rule(rule)["verdict"] == "match"
 
 
 def test_extraction_rows_is_empty_without_rules(db):

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from lifecycle.bulk import insert_many, update_from_values
 from lifecycle.models import JournalEvent, Rule, RuleRead
-from tests.factories import T0, candidate
+from tests.builders import T0, candidate
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from lifecycle.extractors import (
 from lifecycle.models import AuthorKind, JournalEvent, Rule, Trajectory
 from lifecycle.services.corpus import import_corpus
 
-DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "lifecycle" / "fixtures" / "demo"
 
 
 @pytest.fixture

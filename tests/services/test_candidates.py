@@ -1,4 +1,5 @@
-"""Candidates and reports in (semantics §2, §3, §5, §15): all-or-nothing, every bad line named."""
+"""Candidates in by the file or batch (semantics §3, §15): all-or-nothing, every bad line
+named, one round asked for."""
 
 import json
 
@@ -6,13 +7,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from lifecycle.models import JournalEvent, Report, Rule, RuleRead
+from lifecycle.models import JournalEvent, Rule
 from lifecycle.services.candidates import candidates_record
 from lifecycle.states import Actor
-from lifecycle.validation import ImportRejected, numbered, read_jsonl
-from replay.intake import reports_ingest
+from lifecycle.validation import ImportRejected, read_jsonl
 
-from .factories import T0, candidate, jsonl, report
+from ..builders import jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -71,71 +71,10 @@ def test_a_candidate_id_with_other_text_is_a_conflict():
         )
 
 
-def test_reports_are_stored_with_notices_reads_and_a_journal_event():
-    rule = candidate("C-1")
-    result = reports_ingest(
-        numbered(
-            [report("s1", T0, ["breach:task_completion"], rules_read=["C-1"]), report("s2", T0)]
-        )
-    )
-    assert result.as_dict() == {"created": 2, "unchanged": 0, "updated": 0}
-    stored = Report.objects.get(session_id="s1")
-    assert (stored.has_notice, stored.notices) == (True, ["breach:task_completion"])
-    assert list(RuleRead.objects.values_list("session_id", "rule_id", "via")) == [
-        ("s1", rule.id, "report")
-    ]
-    assert JournalEvent.objects.filter(type="report_received").count() == 2
-
-
-def test_the_same_report_twice_is_unchanged_and_a_changed_one_is_updated():
-    reports_ingest(numbered([report("s1", T0)]))
-    assert reports_ingest(numbered([report("s1", T0)])).as_dict() == {
-        "created": 0,
-        "unchanged": 1,
-        "updated": 0,
-    }
-    changed = report("s1", T0, ["stall:coherence"])
-    assert reports_ingest(numbered([changed])).as_dict() == {
-        "created": 0,
-        "unchanged": 0,
-        "updated": 1,
-    }
-    assert Report.objects.get().notices == ["stall:coherence"]
-
-
-def test_bad_reports_are_refused_naming_line_and_field():
-    rows = numbered(
-        [
-            report("s1", T0),
-            {"session_id": "", "at": "soon", "notices": ["tool:git"], "metrics": {"x": 2}},
-            report("s3", T0, rules_read=["NOPE"]),
-        ]
-    )
-    with pytest.raises(ImportRejected) as exc:
-        reports_ingest(rows)
-    assert {(e.line, e.field) for e in exc.value.errors} == {
-        (2, "session_id"),
-        (2, "at"),
-        (2, "notices"),
-        (2, "metrics"),
-    }
-    assert not Report.objects.exists()
-
-
-def test_a_report_reading_an_unknown_rule_is_refused():
-    with pytest.raises(ImportRejected) as exc:
-        reports_ingest(numbered([report("s3", T0, rules_read=["NOPE"])]))
-    assert [(e.line, e.field) for e in exc.value.errors] == [(1, "rules_read")]
-
-
-def test_commands_print_the_counts_of_spec_15(tmp_path, capsys):
+def test_the_record_candidates_command_prints_the_counts_of_spec_15(tmp_path, capsys):
     candidates = tmp_path / "candidates.jsonl"
     candidates.write_text("".join(jsonl(GOOD)))
-    reports = tmp_path / "reports.jsonl"
-    reports.write_text("".join(jsonl(report("s1", T0))))
     call_command("record_candidates", str(candidates), "--json")
-    assert json.loads(capsys.readouterr().out) == {"created": 1, "unchanged": 0, "updated": 0}
-    call_command("ingest_reports", str(reports), "--json")
     assert json.loads(capsys.readouterr().out) == {"created": 1, "unchanged": 0, "updated": 0}
 
 

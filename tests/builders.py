@@ -1,15 +1,74 @@
-"""Builders for the dashboard tests: rules, journal events and rounds in the agreed evidence
-shapes (semantics §10), written straight to the tables so a test reads like the situation it sets up."""
+"""The one builder module of the tests: corpus lines, candidates and reports as the services
+take them, and rules, journal events and rounds for the pages, so a test reads like the
+situation it sets up. Candidates go through `rule_record_candidate` and promotions through
+`rule_promote`, the paths production takes; replay-case evidence is scored by the engine."""
 
+import json
 import sys
 import types
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from lifecycle.journal import write as journal_write
+from lifecycle import journal
+from lifecycle.journal import EventType
 from lifecycle.models import Rule, Trajectory
+from lifecycle.services.rules import rule_record_candidate
+from lifecycle.states import Actor
+from replay import engine
 from replay.models import ValidationRound
 
-from .factories import T0
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def trajectory(tid: str, kind: str = "failure", **overrides) -> dict:
+    line = {
+        "id": tid,
+        "kind": kind,
+        "task": f"task of {tid}",
+        "steps": [{"tool": "git", "input": "git push", "output": "", "error": None}],
+        "outcome": {"status": "failed" if kind == "failure" else "ok"},
+        "metrics": {"task_completion": 0.2 if kind == "failure" else 0.9, "coherence": 0.8},
+        "signature": ["tool:git", "action:git.push"],
+        "started_at": (
+            T0 + timedelta(minutes=int("".join(c for c in tid if c.isdigit()) or 0))
+        ).isoformat(),
+    }
+    line.update(overrides)
+    return line
+
+
+def jsonl(*objects) -> list[str]:
+    return [json.dumps(o) + "\n" for o in objects]
+
+
+def candidate(
+    rule_id: str | None = None,
+    *,
+    actor: Actor | None = None,
+    trigger: str = "when git push fails with non-fast-forward",
+    directive: str = "pull latest changes before pushing",
+    **fields,
+):
+    fields.setdefault("scope", "git")
+    fields.setdefault("metric", "task_completion")
+    fields.setdefault("signature", ["action:git.push", "error:non_fast_forward"])
+    rule, _ = rule_record_candidate(
+        actor=actor or Actor.agent("repair-bot"),
+        trigger=trigger,
+        directive=directive,
+        rule_id=rule_id,
+        **fields,
+    )
+    return rule
+
+
+def report(session_id: str, at: datetime, notices=(), metrics=None, rules_read=()) -> dict:
+    return {
+        "session_id": session_id,
+        "at": at.isoformat(),
+        "notices": list(notices),
+        "metrics": metrics or {"task_completion": 0.8},
+        "rules_read": list(rules_read),
+    }
 
 
 def make_rule(rule_id: str, **fields) -> Rule:
@@ -39,42 +98,71 @@ def make_trajectory(tid: str, kind: str = "failure", **fields) -> Trajectory:
     )
 
 
+_ENGINE = object()
+
+
 def case_evidence(
     case: str,
     *,
     kind: str = "failing",
     outcome: str = "scored",
     metrics: dict | None = None,
-    deciding_metric: str | None = "task_completion",
     retire_on: tuple = ("outcome_correct", "task_completion"),
-    attribution: list | None = None,
     candidate_read: bool = True,
-    regressed: bool = False,
-    improved: bool = False,
+    deciding_metric=_ENGINE,
+    attribution=_ENGINE,
+    regressed=_ENGINE,
+    improved=_ENGINE,
 ) -> dict:
+    """The evidence the engine journals for one replayed case (semantics §7.4–§7.7), from the
+    metrics as (original, replayed): `replay.engine.score_case` decides the deciding metric,
+    the attribution, regressed and improved, unless a test pins one to stage a situation."""
     metrics = metrics or {"task_completion": (0.2, 0.9)}
+    deltas = {
+        name: {"original": o, "replayed": r, "delta": round(r - o, 4)}
+        for name, (o, r) in metrics.items()
+    }
+    score = engine.score_case(
+        case=case,
+        kind=kind,
+        outcome=outcome,
+        candidate_read=candidate_read,
+        deltas=deltas,
+        verifier_answered=False,
+        rule_metric="task_completion",
+        trigger_metric=None,
+        retire_on_metrics=list(retire_on),
+        margins=engine.Margins(),
+    )
+    decided = {
+        "deciding_metric": score.deciding_metric,
+        "attribution": list(score.attribution),
+        "regressed": score.regressed,
+        "improved": score.improved,
+    }
+    pinned = {
+        "deciding_metric": deciding_metric,
+        "attribution": attribution,
+        "regressed": regressed,
+        "improved": improved,
+    }
+    decided.update({k: v for k, v in pinned.items() if v is not _ENGINE})
     return {
         "case": case,
         "kind": kind,
         "replay_session": f"replay-{case}",
         "candidate_read": candidate_read,
         "outcome": outcome,
-        "metrics": {
-            name: {"original": o, "replayed": r, "delta": round(r - o, 4)}
-            for name, (o, r) in metrics.items()
-        },
-        "deciding_metric": deciding_metric,
+        "metrics": deltas,
         "retire_on": list(retire_on),
-        "attribution": attribution or [],
-        "regressed": regressed,
-        "improved": improved,
+        **decided,
         "error": None,
     }
 
 
 def replay_case(rule: Rule, round_id: int, evidence: dict, *, at=T0):
-    return journal_write(
-        type="validation_replay_case",
+    return journal.write(
+        type=EventType.VALIDATION_REPLAY_CASE,
         actor="engine",
         rule_id=rule.id,
         round_id=round_id,
@@ -87,8 +175,8 @@ def verdict(
     rule: Rule | str, round_id: int, outcome: str, *, validator="replay", reason="", **extra
 ):
     rule_id = rule if isinstance(rule, str) else rule.id
-    return journal_write(
-        type="validation_verdict",
+    return journal.write(
+        type=EventType.VALIDATION_VERDICT,
         actor="engine",
         rule_id=rule_id,
         round_id=round_id,

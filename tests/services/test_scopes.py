@@ -9,7 +9,7 @@ from lifecycle.models import RuleRead
 from lifecycle.scopes import PROVISIONAL_HEADING, render_scope, rule_tool_read, scope_rules
 from lifecycle.services.rules import rule_promote
 
-from .factories import candidate
+from ..builders import candidate
 
 pytestmark = pytest.mark.django_db
 

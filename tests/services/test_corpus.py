@@ -11,12 +11,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from lifecycle.models import Trajectory, TrajectoryAtom
+from lifecycle.models import JournalEvent, Trajectory, TrajectoryAtom
 from lifecycle.services import corpus as corpus_service
 from lifecycle.services.corpus import import_corpus
+from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected
 
-from .factories import jsonl, trajectory
+from ..builders import jsonl, trajectory
 
 pytestmark = pytest.mark.django_db
 
@@ -303,3 +304,14 @@ def test_stored_trajectories_re_hash_to_what_an_import_computes():
     migration.rehash(django_apps, SimpleNamespace(connection=connection))
     assert dict(Trajectory.objects.values_list("id", "content_hash")) == imported
     assert import_corpus(lines).as_dict() == {"created": 0, "unchanged": 2, "updated": 0}
+
+
+def test_an_import_by_a_token_is_journaled_with_it_and_a_no_op_is_not():
+    bot = Actor.agent("corpus-bot")
+    import_corpus(jsonl(trajectory("F-001")), actor=bot)
+    import_corpus(jsonl(trajectory("F-001")), actor=bot)  # the same again: nothing changed
+    import_corpus(jsonl(trajectory("F-002")))  # the command line's own setup
+    events = JournalEvent.objects.filter(type="corpus_imported")
+    assert [(e.actor, e.evidence) for e in events] == [
+        ("corpus-bot", {"created": 1, "unchanged": 0, "updated": 0, "replace": False})
+    ]

@@ -22,7 +22,7 @@ from lifecycle.services.corpus import import_corpus
 from lifecycle.states import Actor
 from lifecycle.validation import read_jsonl
 
-DEMO = Path(__file__).resolve().parent.parent / "lifecycle" / "fixtures" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "lifecycle" / "fixtures" / "demo"
 
 
 @pytest.fixture

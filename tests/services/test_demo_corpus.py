@@ -16,7 +16,7 @@ from lifecycle.services.corpus import import_corpus
 from lifecycle.states import Actor
 from lifecycle.validation import read_jsonl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "lifecycle" / "fixtures" / "demo"
 
 

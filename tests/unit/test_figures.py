@@ -16,7 +16,7 @@ from lifecycle.selectors.rules import (
 )
 from replay import figures
 
-from .dashboard_data import case_evidence
+from ..builders import case_evidence
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 MARGINS = {"promote_margin": 0.05, "regress_margin": 0.05}

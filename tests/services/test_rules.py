@@ -19,7 +19,7 @@ from lifecycle.states import Actor, NotAllowed, WrongState
 from lifecycle.validation import InvalidRule, numbered
 from replay.intake import reports_ingest
 
-from .factories import T0, candidate, report
+from ..builders import T0, candidate, report
 
 pytestmark = pytest.mark.django_db
 

@@ -1,0 +1,28 @@
+"""Extraction accuracy kept up to date (semantics §12): a rule's comparison with its source
+case's expected rule is computed after commit and stored on the rule, so rule pages, the API
+and the charts read it instead of running the comparator over the corpus."""
+
+import logging
+
+from comparison.semantic import ComparatorUnavailable
+
+from ..models import Rule
+from ..selectors.extraction import score_rule
+
+log = logging.getLogger(__name__)
+
+
+def rule_store_comparison(*, rule_id: str) -> dict | None:
+    """Score the rule against its source case's expected rule and store the result (None
+    when there is none to compare with). A comparator that cannot load leaves it unscored."""
+    rule = Rule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        return None
+    try:
+        # Outside any transaction: the comparator is the slow part and takes no lock.
+        scores = score_rule(rule)
+    except ComparatorUnavailable as exc:
+        log.warning("extraction scores of %s skipped: %s", rule_id, exc)
+        return None
+    Rule.objects.filter(pk=rule_id).update(comparison=scores)
+    return scores
