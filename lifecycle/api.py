@@ -12,8 +12,8 @@ import json
 from datetime import datetime
 from functools import partial
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import transaction
 from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.utils.dateparse import parse_datetime
@@ -237,22 +237,29 @@ def _page(rows: list, limit: int, key) -> tuple[list, str | None]:
 )
 def post_trajectories(request, replace: bool = False):
     """Atomic and idempotent (semantics §2): same ids with the same content change nothing; changed
-    content is a conflict unless `replace=true`."""
+    content is a conflict unless `replace=true`. A JSON Lines body is read as a stream, line by
+    line as the import goes, so a corpus of any size goes in with flat memory (the request
+    body limit applies to each line of it, and to a JSON body as a whole)."""
     if _is_jsonl(request):
-        lines = _body(request).splitlines()
+        lines = _streamed_lines(request)
     else:
         lines = [json.dumps(item) for item in _json_items(request)]
-    with transaction.atomic():
-        result = import_corpus(lines, replace=replace)
-        if result.created or result.updated:
-            # import_corpus is shared with the command line; over the API every write is
-            # journaled with the token that made it, in the same transaction.
-            journal_write(
-                type=EventType.CORPUS_IMPORTED,
-                actor=request_actor(request),
-                evidence={**result.as_dict(), "replace": replace},
-            )
+    result = import_corpus(lines, replace=replace, actor=request_actor(request), keep_ids=True)
     return {**result.as_dict(), "ids": result.ids}
+
+
+def _streamed_lines(request):
+    """The body's lines, read from the request stream (never the whole body at once). A line
+    with a NUL character is a line error of the import, like any line it cannot store."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    for number, line in enumerate(iter(partial(request.readline, limit + 1), b""), start=1):
+        if len(line) > limit:
+            raise ApiError(
+                413,
+                f"line {number} is longer than the limit of {limit} bytes",
+                [_item(["line", number], "too long")],
+            )
+        yield line
 
 
 @router.post(
