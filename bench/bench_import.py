@@ -201,7 +201,7 @@ def child_memory(url: str, corpus: Path) -> dict:
     tracemalloc.start()
     with open(corpus, "rb") as lines:
         before = tracemalloc.get_traced_memory()[0]
-        rows = _validate_chunk(read_jsonl(islice(lines, CHUNK)), _PostgresStore.time_text)
+        rows = _validate_chunk(read_jsonl(islice(lines, CHUNK)), _PostgresStore)
         chunk = tracemalloc.get_traced_memory()[0] - before
         del rows
     tracemalloc.reset_peak()

@@ -42,7 +42,7 @@ from ..journal import EventType
 from ..models import TrajectoryKind
 from ..states import Actor
 from ..tasks import rules_rescore_enqueue
-from .corpus_store import Row, corpus_store
+from .corpus_store import Row, copy_escape, corpus_store
 
 KINDS = {k.value for k in TrajectoryKind}
 REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")
@@ -209,13 +209,10 @@ def _cell_errors(number: int, fields: dict, time_text: Callable) -> list[LineErr
     return errors
 
 
-# How a cell that is not text reads in the hash's input (as in COPY's text format).
-_TEXT = {None: "\\N", True: "t", False: "f"}
-
-
 def row_text(cells: Iterable) -> str:
-    """A row's cells as one text, the content hash's input."""
-    return "\x1f".join([c if c.__class__ is str else _TEXT[c] for c in cells])
+    """A row's cells in PostgreSQL's COPY text form (tab-separated, escaped): what COPY sends
+    and what the content hash is taken from."""
+    return "\t".join([copy_escape(c) for c in cells])
 
 
 def stored_digest(fields: dict, time_text: Callable) -> str:
@@ -224,22 +221,26 @@ def stored_digest(fields: dict, time_text: Callable) -> str:
     return hashlib.sha256(row_text(_cells(fields, time_text)).encode()).hexdigest()
 
 
-def serialise(number: int, fields: dict, time_text: Callable) -> tuple[Row | None, list]:
+def serialise(number: int, fields: dict, store) -> tuple[Row | None, list]:
     """One validated line as the row the store writes: every value serialised once, and the
-    content hash taken from that same text."""
+    content hash taken from that same text. A store that writes by COPY keeps the text; one
+    that writes by INSERT keeps the cells."""
+    time_text = store.time_text
     try:
         cells = _cells(fields, time_text)
         text = row_text(cells)
-        if "\x00" in text or "\\u0000" in text:
+        # NUL is refused in text and jsonb alike (in the COPY text, JSON's backslash is doubled).
+        if "\x00" in text or "\\\\u0000" in text:
             raise ValueError("NUL")
         digest = hashlib.sha256(text.encode()).hexdigest()
     except (ValueError, UnicodeEncodeError):
         return None, _cell_errors(number, fields, time_text)
-    return Row(number, fields["id"], cells, digest, trajectory_atoms(fields)), []
+    payload = text if store.copy_text else cells
+    return Row(number, fields["id"], payload, digest, trajectory_atoms(fields)), []
 
 
 def _validate_chunk(
-    numbered: Iterator[tuple[int, object, LineError | None]], time_text: Callable
+    numbered: Iterator[tuple[int, object, LineError | None]], store
 ) -> tuple[list[Row], list[LineError], int]:
     """The next CHUNK lines as good rows (a repeated id within them refused), their errors and
     the number of the last line read (0 at the end of the file). Each parsed line is dropped
@@ -252,7 +253,7 @@ def _validate_chunk(
         fields, line_errors = (None, [error]) if error else parse_trajectory(number, obj)
         row = None
         if not line_errors:
-            row, line_errors = serialise(number, fields, time_text)
+            row, line_errors = serialise(number, fields, store)
         if row is not None and row.id in rows:
             first = rows[row.id].line
             line_errors = [LineError(number, "id", f"{row.id!r} already appears on line {first}")]
@@ -325,7 +326,7 @@ def import_corpus(
     numbered = read_jsonl(lines)
     with _collector_paused(), transaction.atomic(), corpus_store(timezone.now()) as store:
         while True:
-            rows, chunk_errors, last = _validate_chunk(numbered, store.time_text)
+            rows, chunk_errors, last = _validate_chunk(numbered, store)
             if not last:
                 break
             seen, stored = store.check(rows)

@@ -315,3 +315,23 @@ def test_an_import_by_a_token_is_journaled_with_it_and_a_no_op_is_not():
     assert [(e.actor, e.evidence) for e in events] == [
         ("corpus-bot", {"created": 1, "unchanged": 0, "updated": 0, "replace": False})
     ]
+
+
+def test_tabs_newlines_and_backslashes_survive_the_copy_text():
+    odd = "a\tb\nc\\d\re"
+    line = trajectory(
+        f"F-{odd}",
+        task=odd,
+        session_id=odd,
+        meta={"path": "C:\\temp\\x", "text": odd},
+        signature=["tool:git", "error:a\\b\tc"],
+    )
+    import_corpus(jsonl(line))
+    stored = Trajectory.objects.get()
+    assert (stored.id, stored.task, stored.session_id) == (f"F-{odd}", odd, odd)
+    assert stored.meta == {"path": "C:\\temp\\x", "text": odd}
+    assert set(TrajectoryAtom.objects.values_list("trajectory_id", "atom")) == {
+        (f"F-{odd}", "tool:git"),
+        (f"F-{odd}", "error:a\\b\tc"),
+    }
+    assert import_corpus(jsonl(line)).as_dict() == {"created": 0, "unchanged": 1, "updated": 0}
