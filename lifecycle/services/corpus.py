@@ -22,7 +22,9 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from itertools import islice
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -264,9 +266,19 @@ def _validate_chunk(
     return list(rows.values()), errors, last
 
 
-def _classify(rows: list[Row], seen: dict, stored: dict, *, replace: bool, result: ImportResult):
-    """Split a checked chunk into rows to write and errors; counts what it can already tell."""
-    to_write, replaced, errors = [], [], []
+class Outcome(NamedTuple):
+    """What a chunk came to once its ids were checked (and, without errors, written)."""
+
+    created: int
+    updated: int
+    unchanged: int
+    errors: list[LineError]
+
+
+def _classify(rows: list[Row], seen: dict, stored: dict, *, replace: bool):
+    """Split a checked chunk into rows to write (of them, the ids replaced), the number
+    unchanged, and errors."""
+    to_write, replaced, unchanged, errors = [], [], 0, []
     for row in rows:
         if row.id in seen:
             errors.append(
@@ -275,7 +287,7 @@ def _classify(rows: list[Row], seen: dict, stored: dict, *, replace: bool, resul
         elif row.id not in stored:
             to_write.append(row)
         elif stored[row.id] == row.digest:
-            result.unchanged += 1
+            unchanged += 1
         elif replace:
             to_write.append(row)
             replaced.append(row.id)
@@ -287,7 +299,17 @@ def _classify(rows: list[Row], seen: dict, stored: dict, *, replace: bool, resul
                     f"{row.id!r} is already stored with other content (use --replace to overwrite)",
                 )
             )
-    return to_write, replaced, errors
+    return to_write, replaced, unchanged, errors
+
+
+def _take_chunk(store, rows: list[Row], *, write: bool, replace: bool) -> Outcome:
+    """Check a chunk's ids and, when nothing went wrong so far, write it. Runs on the store's
+    worker (PostgreSQL) while the next chunk is validated."""
+    seen, stored = store.check(rows)
+    to_write, replaced, unchanged, errors = _classify(rows, seen, stored, replace=replace)
+    if write and not errors:
+        store.write(to_write, replaced=replaced)
+    return Outcome(len(to_write) - len(replaced), len(replaced), unchanged, errors)
 
 
 @contextmanager
@@ -329,25 +351,29 @@ def import_corpus(
             rows, chunk_errors, last = _validate_chunk(numbered, store)
             if not last:
                 break
-            seen, stored = store.check(rows)
-            to_write, replaced, bad = _classify(rows, seen, stored, replace=replace, result=result)
-            errors.extend(chunk_errors + bad)
-            if not errors:
-                # Handed to the store, which may still be writing them while the next chunk
-                # is validated.
-                store.write(to_write, replaced=replaced)
-                result.updated += len(replaced)
-                result.created += len(to_write) - len(replaced)
-                if keep_ids:
-                    result.ids.extend(r.id for r in rows)
+            _absorb(store.wait(), result, errors)
+            errors.extend(chunk_errors)
+            # Nothing more is written after the first bad line; the rest is still checked.
+            store.submit(partial(_take_chunk, store, rows, write=not errors, replace=replace))
+            if keep_ids:
+                result.ids.extend(r.id for r in rows)
             if progress:
                 progress(last)
-            del rows, to_write
+            del rows
+        _absorb(store.wait(), result, errors)
         if errors:
-            raise ImportRejected(errors)
+            raise ImportRejected(sorted(errors, key=lambda e: e.line))
         if result.created or result.updated:
             _imported(store, result, actor=actor, replace=replace)
     return result
+
+
+def _absorb(outcome: Outcome | None, result: ImportResult, errors: list[LineError]) -> None:
+    if outcome is not None:
+        result.created += outcome.created
+        result.updated += outcome.updated
+        result.unchanged += outcome.unchanged
+        errors.extend(outcome.errors)
 
 
 def _imported(store, result: ImportResult, *, actor: Actor | None, replace: bool) -> None:

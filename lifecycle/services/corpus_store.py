@@ -3,13 +3,14 @@ below the ORM (a model instance per row costs more than the database's own write
 
 The store lives for one import, inside its transaction. It keeps a temporary table of the ids
 seen so far, so a repeated id is found by the database, not by a Python set as long as the
-file. On PostgreSQL a chunk's writes (COPY) run on a worker thread while the caller validates
-the next chunk; `check` waits for them first, as both use the one connection. On SQLite the
-writes are `executemany` on the caller's thread: SQLite works in this process, so a thread
-would only share the same CPU.
+file. On PostgreSQL a chunk's check and write (one statement, then COPY) run as one job on a
+worker thread while the caller validates the next chunk: `submit` hands the job over, `wait`
+takes its outcome before the next job is handed over, so at most two chunks are alive and the
+one connection is never used by two threads at once. On SQLite the job runs on the caller's
+thread: SQLite works in this process, so a thread would only share the same CPU.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -91,6 +92,14 @@ def _rules_of_written_cases(cursor, imported_at: str) -> list[str]:
     return [rule_id for (rule_id,) in cursor.fetchall()]
 
 
+BLOCK = 500
+
+
+def _parts(rows: list) -> Iterator[list]:
+    for start in range(0, len(rows), BLOCK):
+        yield rows[start : start + BLOCK]
+
+
 class _PostgresStore:
     copy_text = True
 
@@ -102,70 +111,81 @@ class _PostgresStore:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
         self._pending: Future | None = None
         self._cursor.execute(f"DROP TABLE IF EXISTS {SEEN}")
+        # Byte-wise ("C") comparison: the index of every id in the file is built as it goes,
+        # and the locale's rules would only make that slower.
         self._cursor.execute(
-            f"CREATE TEMP TABLE {SEEN} (id varchar(128) PRIMARY KEY, line integer NOT NULL)"
+            f'CREATE TEMP TABLE {SEEN} (id varchar(128) COLLATE "C" PRIMARY KEY, line integer)'
         )
+        # Into an empty corpus nothing can be stored already, except by this import, which
+        # the ids seen tell: the lookup of stored hashes is skipped.
+        self._cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {TRAJECTORIES})")
+        self._stored_lookup = self._cursor.fetchone()[0]
 
     @staticmethod
     def time_text(value: datetime) -> str:
         return value.astimezone(UTC).isoformat()
 
     def check(self, rows: list) -> tuple[dict[str, int], dict[str, str]]:
-        """(id → first line, for ids already seen in this file; id → stored content hash)."""
-        self._wait()
-        ids = [r.id for r in rows]
-        cursor = self._cursor
-        cursor.execute(
-            f"INSERT INTO {SEEN} (id, line) SELECT * FROM unnest(%s::varchar[], %s::int[]) "
-            "ON CONFLICT (id) DO NOTHING RETURNING id",
-            [ids, [r.line for r in rows]],
+        """(id → first line, for ids already seen in this file; id → stored content hash), in
+        one statement that also records the chunk's ids as seen. Its reads see the tables as
+        they were before it, so a repeat is an id recorded by an earlier chunk; only repeats
+        and stored ids come back, usually none."""
+        lookup = (
+            f"LEFT JOIN {TRAJECTORIES} t ON t.id = c.id WHERE s.id IS NOT NULL OR t.id IS NOT NULL"
+            if self._stored_lookup
+            else "CROSS JOIN (SELECT NULL::varchar AS content_hash) t WHERE s.id IS NOT NULL"
         )
-        fresh = {i for (i,) in cursor.fetchall()}
-        repeated = [i for i in ids if i not in fresh]
-        seen = {}
-        if repeated:
-            cursor.execute(f"SELECT id, line FROM {SEEN} WHERE id = ANY(%s)", [repeated])
-            seen = dict(cursor.fetchall())
-        cursor.execute(
-            f"SELECT id, content_hash FROM {TRAJECTORIES} WHERE id = ANY(%s)",
-            [list(fresh)],
+        self._cursor.execute(
+            "WITH chunk AS (SELECT * FROM unnest(%s::varchar[], %s::int[]) AS c (id, line)), "
+            f"recorded AS (INSERT INTO {SEEN} (id, line) SELECT id, line FROM chunk "
+            "ON CONFLICT (id) DO NOTHING) "
+            "SELECT c.id, s.line, t.content_hash FROM chunk c "
+            f'LEFT JOIN {SEEN} s ON s.id = c.id COLLATE "C" {lookup}',
+            [[r.id for r in rows], [r.line for r in rows]],
         )
-        return seen, dict(cursor.fetchall())
+        seen, stored = {}, {}
+        for row_id, line, digest in self._cursor.fetchall():
+            if line is not None:
+                seen[row_id] = line
+            else:
+                stored[row_id] = digest
+        return seen, stored
+
+    def submit(self, job: Callable[[], object]) -> None:
+        """Run `job` (a chunk's check and write) on the worker; `wait` for it before the next."""
+        self._pending = self._pool.submit(job)
+
+    def wait(self):
+        """The last job's result (None if there was none); its exception, if it raised."""
+        pending, self._pending = self._pending, None
+        return None if pending is None else pending.result()
 
     def write(self, rows: list, *, replaced: list[str]) -> None:
-        self._wait()
-        if rows:
-            self._pending = self._pool.submit(self._write, rows, replaced)
-
-    def _write(self, rows: list, replaced: list[str]) -> None:
+        if not rows:
+            return
         with self._raw.cursor() as cursor:
             if replaced:
                 cursor.execute(f"DELETE FROM {ATOMS} WHERE trajectory_id = ANY(%s)", [replaced])
                 cursor.execute(f"DELETE FROM {TRAJECTORIES} WHERE id = ANY(%s)", [replaced])
-            # The chunk goes as two blocks of COPY text built at once, not row by row: the
-            # thread then holds the interpreter lock only briefly, and the validation of the
-            # next chunk goes on while PostgreSQL writes this one.
+            # The rows go to COPY as blocks of text built at once, not row by row: the thread
+            # holds the interpreter lock only briefly, so the validation of the next chunk goes
+            # on while PostgreSQL writes this one; and a block is a small part of a chunk.
             tail = f"\t{self._imported_at}\n"
-            trajectories = "".join([f"{r.payload}\t{r.digest}{tail}" for r in rows]).encode()
-            atoms = "".join(
-                [f"{copy_escape(r.id)}\t{copy_escape(a)}\n" for r in rows for a in r.atoms]
-            ).encode()
             with cursor.copy(f"COPY {TRAJECTORIES} ({_quoted(COLUMNS)}) FROM STDIN") as copy:
-                copy.write(trajectories)
+                for part in _parts(rows):
+                    copy.write("".join([f"{r.payload}\t{r.digest}{tail}" for r in part]).encode())
             with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
-                copy.write(atoms)
-
-    def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+                for part in _parts(rows):
+                    text = [
+                        f"{copy_escape(r.id)}\t{copy_escape(a)}\n" for r in part for a in r.atoms
+                    ]
+                    copy.write("".join(text).encode())
 
     def rules_of_written_cases(self) -> list[str]:
-        self._wait()
         return _rules_of_written_cases(self._cursor, self._imported_at)
 
     def finish(self) -> None:
-        self._wait()
+        self.wait()
         self._cursor.execute(f"DROP TABLE {SEEN}")
 
     def close(self) -> None:
@@ -181,6 +201,7 @@ class _SqliteStore:
     def __init__(self, imported_at: datetime):
         self._cursor = connection.cursor()
         self._imported_at = self.time_text(imported_at)
+        self._done = None
         for table, key in ((SEEN, "PRIMARY KEY"), (CHUNK_IDS, "")):
             self._cursor.execute(f"DROP TABLE IF EXISTS temp.{table}")
             self._cursor.execute(f"CREATE TEMP TABLE {table} (id text {key}, line integer)")
@@ -189,6 +210,13 @@ class _SqliteStore:
     def time_text(value: datetime) -> str:
         # Django's own storage form on SQLite (UTC, no offset): the ORM reads it back.
         return str(timezone.make_naive(value, UTC))
+
+    def submit(self, job: Callable[[], object]) -> None:
+        self._done = job()
+
+    def wait(self):
+        done, self._done = self._done, None
+        return done
 
     def check(self, rows: list) -> tuple[dict[str, int], dict[str, str]]:
         cursor = self._cursor
