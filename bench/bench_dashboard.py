@@ -100,11 +100,9 @@ def seed(*, rules: int, events: int) -> None:
     from django.db import connection
 
     from lifecycle.services.corpus import import_corpus
-    from replay.kick import kicks_deferred
 
     corpus = Path(__file__).resolve().parent.parent / "lifecycle/fixtures/demo/corpus.jsonl"
-    with kicks_deferred():
-        import_corpus(corpus.read_text().splitlines(keepends=True))
+    import_corpus(corpus.read_text().splitlines(keepends=True))
     rounds = max(1, events // rules)
     ids = [f"BR-{i:05d}" for i in range(rules)]
     started = time.perf_counter()

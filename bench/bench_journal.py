@@ -80,6 +80,8 @@ def main() -> None:
     from django.db.models import Q
     from django.test import Client
 
+    from dashboard.forms import JournalFilterForm
+    from lifecycle.cursor import encode_cursor
     from lifecycle.models import JournalEvent, Rule
     from lifecycle.selectors import journal as selectors_journal
 
@@ -96,7 +98,7 @@ def main() -> None:
     oldest = JournalEvent.objects.order_by("at", "id").first()
     # A cursor 100 events after the oldest: the last page anyone would reach by paging.
     deep = JournalEvent.objects.order_by("at", "id")[100:101].get()
-    deep_cursor = selectors_journal.encode_cursor(deep)
+    deep_cursor = encode_cursor(deep.at, deep.pk)
     middle = JournalEvent.objects.order_by("at", "id")[total // 2 : total // 2 + 1].get()
     rare_actor = JournalEvent.objects.exclude(actor="engine").values_list("actor", flat=True)[:1]
     day = middle.at.date().isoformat()
@@ -104,7 +106,7 @@ def main() -> None:
         ("journal, newest page", {}),
         (
             "journal, page at the middle of the journal",
-            {"before": selectors_journal.encode_cursor(middle)},
+            {"before": encode_cursor(middle.at, middle.pk)},
         ),
         ("journal, page next to the oldest event", {"before": deep_cursor}),
         ("journal, type=validation_verdict", {"type": "validation_verdict"}),
@@ -126,9 +128,9 @@ def main() -> None:
         ms, queries, shown = median_ms(client, path, args.runs)
         print(f"{label}: median {ms:.1f} ms, {queries} queries, {shown} events shown")
 
-    filters = selectors_journal.clean_journal_filters({})
+    filters = JournalFilterForm({}).filters()
     events = selectors_journal.journal_events(filters=filters)
-    at, pk = selectors_journal.decode_cursor(deep_cursor, key="before")
+    at, pk = deep.at, deep.pk
     sql_query = events.filter(Q(at__lt=at) | Q(at=at, pk__lt=pk), at__lte=at).order_by(
         "-at", "-id"
     )[:51]

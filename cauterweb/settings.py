@@ -110,9 +110,12 @@ INSTALLED_APPS = [
     "ninja",
     "lifecycle",
     "replay",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
+    "cauterweb.request_id.request_id_middleware",
+    "cauterweb.api.errors.json_error_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -122,6 +125,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.middleware.refuse_nul_middleware",
 ]
 
 ROOT_URLCONF = "cauterweb.urls"
@@ -255,15 +259,30 @@ CAUTERWEB_LLM_BASE_URL = env_str("CAUTERWEB_LLM_BASE_URL")
 CAUTERWEB_LLM_MODEL = env_str("CAUTERWEB_LLM_MODEL")
 CAUTERWEB_LLM_API_KEY = env_str("CAUTERWEB_LLM_API_KEY")
 
+# Every record carries the request id; unhandled errors (django.request) go to stderr whatever
+# DEBUG says, so a 500 in production always leaves its traceback somewhere.
+_LOG_LEVEL = env_str("CAUTERWEB_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "cauterweb.request_id.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"}
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stderr",
+            "formatter": "plain",
+            "filters": ["request_id"],
+        }
+    },
     "loggers": {
-        "cauterweb": {"handlers": ["console"], "level": env_str("CAUTERWEB_LOG_LEVEL", "INFO")},
-        "replay": {"handlers": ["console"], "level": env_str("CAUTERWEB_LOG_LEVEL", "INFO")},
-        "lifecycle": {"handlers": ["console"], "level": env_str("CAUTERWEB_LOG_LEVEL", "INFO")},
+        "cauterweb": {"handlers": ["console"], "level": _LOG_LEVEL},
+        "replay": {"handlers": ["console"], "level": _LOG_LEVEL},
+        "lifecycle": {"handlers": ["console"], "level": _LOG_LEVEL},
+        "dashboard": {"handlers": ["console"], "level": _LOG_LEVEL},
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }
 

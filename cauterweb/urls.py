@@ -7,6 +7,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("", include("replay.urls")),
-    path("", include("lifecycle.urls")),
+    path("", include("dashboard.urls")),
 ]

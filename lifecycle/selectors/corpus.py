@@ -8,51 +8,22 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from lifecycle.validation import FilterError
-
-from .. import atoms as atom_lib
 from ..matching import rule_matches
 from ..metrics import Registry, load_registry
 from ..models import Rule, RuleState, Trajectory, TrajectoryAtom, TrajectoryKind
 
-# The corpus filter vocabulary. Every key is optional; an empty value means "any".
+# The corpus filter vocabulary (checked by the dashboard's CorpusFilterForm, which gives the
+# parsed `atoms`). Every key is optional; an empty value means "any".
 #   kind               failure | success | near_miss
 #   corpus             a corpus label, exact (e.g. "failures/positive")
 #   atom               one or more atoms (space-separated), all in the trajectory's signature or
 #                      notices, e.g. "action:git.push error:non_fast_forward"
 #   has_expected_rule  yes | no
 #   q                  words searched in the id and the task (case-insensitive)
-CORPUS_FILTER_KEYS = ("kind", "corpus", "atom", "has_expected_rule", "q")
 _YES, _NO = {"yes", "true", "1"}, {"no", "false", "0"}
 MAX_QUERY_LENGTH = 200
 MAX_ATOMS = 10
 MATCHING_SHOWN = 50
-
-
-def clean_corpus_filters(params) -> dict:
-    """The filters a caller gave, stripped and checked (unknown keys such as `page` are ignored).
-    `atoms` holds the parsed atoms. Raises FilterError naming the first bad value."""
-    cleaned = {key: (params.get(key) or "").strip() for key in CORPUS_FILTER_KEYS}
-    if cleaned["kind"] and cleaned["kind"] not in TrajectoryKind.values:
-        raise FilterError(
-            f"kind must be one of {', '.join(TrajectoryKind.values)} (got {cleaned['kind']!r})",
-            field="kind",
-        )
-    if cleaned["has_expected_rule"] and cleaned["has_expected_rule"] not in _YES | _NO:
-        raise FilterError(
-            f"has_expected_rule must be yes or no (got {cleaned['has_expected_rule']!r})",
-            field="has_expected_rule",
-        )
-    if len(cleaned["q"]) > MAX_QUERY_LENGTH:
-        raise FilterError(f"q is longer than {MAX_QUERY_LENGTH} characters", field="q")
-    raw_atoms = cleaned["atom"].replace(",", " ").split()
-    if len(raw_atoms) > MAX_ATOMS:
-        raise FilterError(f"give at most {MAX_ATOMS} atoms", field="atom")
-    try:
-        cleaned["atoms"] = [atom_lib.parse_atom(a) for a in raw_atoms]
-    except atom_lib.BadAtom as exc:
-        raise FilterError(str(exc), field="atom") from None
-    return cleaned
 
 
 def trajectory_list(*, filters: dict) -> QuerySet[Trajectory]:

@@ -7,82 +7,29 @@ naming the last event shown. Exports stream the same filtered events oldest firs
 
 import csv
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
-from django.utils.dateparse import parse_date, parse_datetime
 
 from lifecycle.validation import FilterError
 
+from .. import cursor
 from ..journal import EventType
 from ..models import JournalEvent
 
-# The journal filter vocabulary. Every key is optional; an empty value means "any".
+# The journal filter vocabulary (checked by the dashboard's JournalFilterForm, which gives the
+# parsed `round_id`, `since_at` and `until_at`). Every key is optional; empty means "any".
 #   type    an event type, exact (e.g. rule_retired); KNOWN_TYPES are offered, others allowed
 #   rule    a rule id, exact
 #   round   a round number
 #   actor   an actor name, exact (engine, an agent token's name, a reviewer's username)
 #   since   an ISO date or date-time (UTC when no offset): events at or after it
 #   until   an ISO date or date-time: events before it (a bare date includes that whole day)
-JOURNAL_FILTER_KEYS = ("type", "rule", "round", "actor", "since", "until")
 KNOWN_TYPES = tuple(EventType.values)
 PAGE_SIZE = 50
-_DATE = re.compile(r"^\d{4}-\d\d-\d\d$")
-_TYPE = re.compile(r"^[a-z][a-z0-9_.]{0,63}$")
-_CURSOR = re.compile(r"^(?P<at>\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d\d:\d\d|Z))~(?P<id>\d{1,19})$")
-MAX_VALUE_LENGTH = 150
-
-
-def _moment(raw: str, *, key: str, end_of_day: bool) -> datetime | None:
-    if not raw:
-        return None
-    moment = None
-    try:
-        if _DATE.match(raw):
-            day = parse_date(raw)
-            # A bare `until` date means "up to the end of that day": the next day, exclusive.
-            moment = datetime.fromordinal(day.toordinal() + end_of_day)
-        else:
-            moment = parse_datetime(raw)
-    except (ValueError, OverflowError):
-        moment = None
-    if moment is None:
-        raise FilterError(
-            f"{key} must be an ISO date or date-time such as 2026-11-03 or "
-            f"2026-11-03T09:00:00Z (got {raw!r})",
-            field=key,
-        )
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def clean_journal_filters(params) -> dict:
-    """The filters a caller gave, stripped and checked (unknown keys ignored). `since_at`,
-    `until_at` and `round_id` hold the parsed values. Raises FilterError for a bad value."""
-    cleaned = {key: (params.get(key) or "").strip() for key in JOURNAL_FILTER_KEYS}
-    for key in ("type", "rule", "actor"):
-        if len(cleaned[key]) > MAX_VALUE_LENGTH:
-            raise FilterError(f"{key} is longer than {MAX_VALUE_LENGTH} characters", field=key)
-    if cleaned["type"] and not _TYPE.match(cleaned["type"]):
-        raise FilterError(
-            f"type must be an event type such as rule_retired (got {cleaned['type']!r})",
-            field="type",
-        )
-    cleaned["round_id"] = None
-    if cleaned["round"]:
-        if not cleaned["round"].isdigit() or len(cleaned["round"]) > 18:
-            raise FilterError(
-                f"round must be a round number (got {cleaned['round']!r})", field="round"
-            )
-        cleaned["round_id"] = int(cleaned["round"])
-    cleaned["since_at"] = _moment(cleaned["since"], key="since", end_of_day=False)
-    cleaned["until_at"] = _moment(cleaned["until"], key="until", end_of_day=True)
-    if cleaned["since_at"] and cleaned["until_at"] and cleaned["since_at"] >= cleaned["until_at"]:
-        raise FilterError("since must be before until", field="since")
-    return cleaned
 
 
 def journal_events(*, filters: dict) -> QuerySet[JournalEvent]:
@@ -106,21 +53,6 @@ def journal_events(*, filters: dict) -> QuerySet[JournalEvent]:
 # --- Keyset pagination ------------------------------------------------------------------------
 
 
-def encode_cursor(event: JournalEvent) -> str:
-    return f"{event.at.astimezone(UTC).isoformat()}~{event.pk}"
-
-
-def decode_cursor(raw: str, *, key: str) -> tuple[datetime, int]:
-    match = _CURSOR.match(raw or "")
-    try:
-        moment = parse_datetime(match["at"]) if match else None
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise FilterError(f"{key} is not a journal position (follow the page links)", field=key)
-    return moment, int(match["id"])
-
-
 @dataclass
 class JournalPage:
     """One page of events, newest first, and the cursors of its neighbours (None at an end)."""
@@ -128,6 +60,18 @@ class JournalPage:
     events: list[JournalEvent]
     older: str | None
     newer: str | None
+
+
+def _position(raw: str, *, key: str) -> tuple[datetime, int]:
+    try:
+        return cursor.decode_cursor(raw, (datetime, int))
+    except cursor.InvalidCursor:
+        message = f"{key} is not a journal position (follow the page links)"
+        raise FilterError(message, field=key) from None
+
+
+def _cursor(event: JournalEvent) -> str:
+    return cursor.encode_cursor(event.at, event.pk)
 
 
 def journal_page(
@@ -138,37 +82,47 @@ def journal_page(
     size: int = PAGE_SIZE,
 ) -> JournalPage:
     """A page of `events` newest first: the newest page, the page just older than `before`, or
-    the page just newer than `after`. One query; the (at, id) keyset keeps it an index range
-    scan whatever the depth, where an OFFSET would read every skipped row. The redundant
-    `at <=` / `at >=` bound is what the planner can start the range from: PostgreSQL does not
-    derive one from the OR."""
+    the page just newer than `after`. One query, an index range scan whatever the depth, where
+    an OFFSET would read every skipped row."""
     if before and after:
         raise FilterError("give either before or after, not both", field="before")
+    fields = ("at", "id")
     if after:
-        at, pk = decode_cursor(after, key="after")
-        rows = list(
-            events.filter(Q(at__gt=at) | Q(at=at, pk__gt=pk), at__gte=at).order_by("at", "id")[
-                : size + 1
-            ]
-        )
-        has_more_newer = len(rows) > size
+        position = _position(after, key="after")
+        newer = cursor.after(events, fields=fields, position=position, descending=False)
+        rows = list(newer.order_by("at", "id")[: size + 1])
         page = list(reversed(rows[:size]))
         return JournalPage(
             events=page,
-            older=encode_cursor(page[-1]) if page else None,
-            newer=encode_cursor(page[0]) if page and has_more_newer else None,
+            older=_cursor(page[-1]) if page else None,
+            newer=_cursor(page[0]) if page and len(rows) > size else None,
         )
-    newest = events
     if before:
-        at, pk = decode_cursor(before, key="before")
-        newest = events.filter(Q(at__lt=at) | Q(at=at, pk__lt=pk), at__lte=at)
-    rows = list(newest.order_by("-at", "-id")[: size + 1])
+        position = _position(before, key="before")
+        events = cursor.after(events, fields=fields, position=position, descending=True)
+    rows = list(events.order_by("-at", "-id")[: size + 1])
     page = rows[:size]
     return JournalPage(
         events=page,
-        older=encode_cursor(page[-1]) if len(rows) > size else None,
-        newer=encode_cursor(page[0]) if page and before else None,
+        older=_cursor(page[-1]) if len(rows) > size else None,
+        newer=_cursor(page[0]) if page and before else None,
     )
+
+
+def journal_feed(
+    *, filters: dict, position: str | None, limit: int
+) -> tuple[list[JournalEvent], str | None]:
+    """(events, next cursor) of the journal oldest first, as a reader catching up walks it:
+    `filters` are field lookups (rule_id, type, round_id, actor); raises InvalidCursor."""
+    events = JournalEvent.objects.order_by("at", "id").filter(**filters)
+    if position:
+        events = cursor.after(
+            events,
+            fields=("at", "id"),
+            position=cursor.decode_cursor(position, (datetime, int)),
+            descending=False,
+        )
+    return cursor.page(list(events[: limit + 1]), limit, lambda e: (e.at, e.id))
 
 
 # --- Export -----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
+from .. import cursor
 from ..journal import DECISION_TYPES, TRANSITION_TYPES, EventType
 from ..metrics import load_registry
 from ..models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
@@ -156,6 +157,34 @@ def rule_list(*, filters: dict) -> QuerySet[Rule]:
             Q(id__icontains=word) | Q(trigger__icontains=word) | Q(directive__icontains=word)
         )
     return rules.order_by(*_order_by(f["sort"] or DEFAULT_RULE_SORT))
+
+
+class RuleNotFound(Exception):
+    """No rule has this id (the API answers 404)."""
+
+
+def rule_get(rule_id: str) -> Rule:
+    """The rule with this id; raises RuleNotFound."""
+    rule = Rule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        raise RuleNotFound(rule_id)
+    return rule
+
+
+def rules_page(
+    *, filters: dict, order: str, position: str | None, limit: int
+) -> tuple[list[Rule], str | None]:
+    """(rules, next cursor) of the rules list, keyset-paged on (recorded_at, id); `order` is
+    `recorded` or `-recorded`. Raises FilterError or InvalidCursor."""
+    rules = rule_list(filters={**filters, "sort": order})
+    if position:
+        rules = cursor.after(
+            rules,
+            fields=("recorded_at", "id"),
+            position=cursor.decode_cursor(position, (datetime, str)),
+            descending=order.startswith("-"),
+        )
+    return cursor.page(list(rules[: limit + 1]), limit, lambda r: (r.recorded_at, r.id))
 
 
 def rule_filter_choices() -> dict:
@@ -556,6 +585,19 @@ def rule_detail(rule: Rule) -> dict:
         "extraction_parts": extraction_parts(extraction),
         "promote_margin": promote_margin,
         "regress_margin": regress_margin,
+    }
+
+
+def rule_evidence(rule: Rule) -> dict:
+    """What the API shows beside a rule: its trial, the event that decided it, and its newest
+    journal events (`older_events` says whether there are more)."""
+    events, older_events = rule_events(rule)
+    decided_by = rule_decision_event(rule)
+    return {
+        "trial": trial_panel(rule, decided_by),
+        "decided_by": decided_by,
+        "events": events,
+        "older_events": older_events,
     }
 
 

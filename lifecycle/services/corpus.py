@@ -43,8 +43,8 @@ from .. import journal
 from ..journal import EventType
 from ..models import TrajectoryKind
 from ..states import Actor
-from ..tasks import rules_rescore_enqueue
 from .corpus_store import Row, copy_escape, corpus_store
+from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
 REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")

@@ -309,6 +309,19 @@ def export_agent_files(*, scope: str, fmt: str = "agents_md", now: datetime | No
 # ---- reading a pack -----------------------------------------------------------------------
 
 
+def pack_text(*, scopes: list[str] | None, states: list[str] | None, fmt: str) -> str:
+    """One export, whoever asks (API or dashboard): a pack of the selected rules, or one
+    scope's agent file. Raises InvalidSelection naming the argument at fault."""
+    if fmt in AGENT_FILE_FORMATS:
+        if not scopes or len(scopes) != 1:
+            raise InvalidSelection(f"format {fmt} needs exactly one scope", field="scope")
+        return export_agent_files(scope=scopes[0], fmt=fmt)
+    if fmt in PACK_FORMATS:
+        return export_pack(scopes=scopes or None, states=states or ["active"], fmt=fmt)
+    formats = ", ".join((*PACK_FORMATS, *AGENT_FILE_FORMATS))
+    raise InvalidSelection(f"format must be one of {formats}", field="format")
+
+
 class _PackLoader(yaml.SafeLoader):
     """SafeLoader (no Python tags, nothing executed) minus what plain data does not need:
     anchors/aliases (a billion-laughs pack would expand on checksum) and timestamps (they

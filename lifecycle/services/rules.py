@@ -19,8 +19,8 @@ from ..bulk import update_from_values
 from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
+from ..selectors.rules import RuleNotFound
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
-from ..tasks import rule_compare_enqueue
 from ..trials import baseline
 from ..validation import (
     InvalidRule,
@@ -29,11 +29,7 @@ from ..validation import (
     check_rule_id,
     rule_content_hash,
 )
-
-
-class RuleNotFound(Exception):
-    pass
-
+from .follow_ups import rule_compare_enqueue
 
 _AUTHOR_KIND = {
     ActorKind.AGENT: AuthorKind.AGENT,

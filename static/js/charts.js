@@ -1,6 +1,6 @@
 // Renders every [data-plotly] element from the JSON figure in its attribute. Runs on htmx:load,
 // which htmx fires for the initial page and for every swapped-in fragment, so charts inside
-// partials render too. Figures are built server-side (replay/figures.py); no inline scripts.
+// partials render too. Figures are built server-side (dashboard/figures.py); no inline scripts.
 (function () {
   "use strict";
 

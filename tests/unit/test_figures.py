@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dashboard import figures
 from lifecycle.selectors.rules import (
     attribution_lines,
     attribution_words,
@@ -14,9 +15,7 @@ from lifecycle.selectors.rules import (
     signed,
     truncate,
 )
-from replay import figures
-
-from ..builders import case_evidence
+from tests.builders import case_evidence
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 MARGINS = {"promote_margin": 0.05, "regress_margin": 0.05}

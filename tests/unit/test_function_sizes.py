@@ -5,14 +5,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# replay/ joins this list when the round's split into rounds/cases lands; comparison/ when its
-# own restructure does.
-CHECKED = ("cauterweb", "lifecycle", "dashboard")
+# comparison/ joins this list when its own restructure lands.
+CHECKED = ("cauterweb", "lifecycle", "replay", "dashboard")
+# Files left out for now, each with the reason. Remove a line when its file goes: the test below
+# refuses an exclusion whose file no longer exists.
+EXCLUDED = (
+    # The round's monolith, replaced by replay/rounds.py and its neighbours in the engine's
+    # rework; deleted when that lands.
+    "replay/services.py",
+)
+
+
+def test_every_exclusion_still_names_a_file():
+    assert [path for path in EXCLUDED if not (ROOT / path).is_file()] == []
 
 
 def test_no_production_function_is_over_60_lines():
+    excluded = [arg for path in EXCLUDED for arg in ("--exclude", path)]
     run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "long_functions.py"), *CHECKED],
+        [sys.executable, str(ROOT / "scripts" / "long_functions.py"), *excluded, *CHECKED],
         capture_output=True,
         text=True,
         cwd=ROOT,

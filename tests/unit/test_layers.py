@@ -1,5 +1,6 @@
-"""The one-way dependency contract of `.importlinter`: dashboard and API → replay → lifecycle →
-comparison, and the comparator imports neither Django nor the domain."""
+"""The one-way dependency contract of `.importlinter`: dashboard | API → replay → lifecycle →
+comparison, the comparator imports neither Django nor the domain, nothing below the project
+package imports its settings or urls, and no import cycle runs between lifecycle's modules."""
 
 from pathlib import Path
 

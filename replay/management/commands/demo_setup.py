@@ -12,10 +12,10 @@ from django.core.management.base import BaseCommand, CommandError
 import lifecycle
 from lifecycle.services.candidates import candidates_record
 from lifecycle.services.corpus import import_corpus
+from lifecycle.signals import one_announcement
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, read_jsonl
 from replay.intake import reports_ingest
-from replay.kick import kicks_deferred
 from replay.services import run_until_settled
 
 DEMO_DIR = Path(lifecycle.__file__).resolve().parent / "fixtures" / "demo"
@@ -38,8 +38,9 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_groups_and_user()
         try:
-            # The loads below all ask for rounds; validation runs to standstill after them.
-            with kicks_deferred():
+            # The loads below each ask for a round; one request for all of them, once every
+            # file is in, so no round decides a candidate before the live reports arrive.
+            with one_announcement():
                 self._load("corpus.jsonl", lambda rows: import_corpus(rows))
                 self._load(
                     "reports_history.jsonl",

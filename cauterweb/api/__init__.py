@@ -1,0 +1,35 @@
+"""The one NinjaAPI of the project, versioned under /api/v1: one router module per resource,
+one error shape (errors.py), one cursor format (lifecycle/cursor.py).
+
+Each handler makes one call into the domain (lifecycle's or replay's services and
+selectors): no transaction, journal write or ORM query here, only the JSON shapes
+(presenters.py). There is no endpoint that promotes a rule and no input carries a rule state:
+only the engine promotes (semantics §3)."""
+
+from ninja import NinjaAPI
+
+from . import (
+    candidates,
+    errors,
+    journal,
+    packs,
+    replay,
+    reports,
+    rounds,
+    rules,
+    scopes,
+    trajectories,
+)
+
+# The docs page (/api/v1/docs) is served from ninja's own static files, never a CDN, because
+# "ninja" is in INSTALLED_APPS.
+api = NinjaAPI(
+    title="CauterWeb API",
+    version="1",
+    description="Corpus, reports, candidates, the rule tool, rounds, journal and packs.",
+    urls_namespace="api-v1",
+)
+for module in (trajectories, reports, candidates, rules, journal, rounds, scopes, packs):
+    api.add_router("/", module.router)
+api.add_router("/replay/", replay.router)
+errors.install(api)

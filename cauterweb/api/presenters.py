@@ -1,0 +1,55 @@
+"""Rules and journal events as the API returns them."""
+
+from lifecycle.models import JournalEvent, Rule
+from lifecycle.scopes import rule_as_dict
+
+
+def rule_out(rule: Rule) -> dict:
+    return {
+        **rule_as_dict(rule),
+        "tags": rule.tags,
+        "pending_reason": rule.pending_reason or None,
+        "pending_text": rule.pending_text,
+        "replay_attempts": rule.replay_attempts,
+        "last_validator": rule.last_validator or None,
+        "verdict_reason": rule.verdict_reason,
+        "author": rule.author,
+        "author_kind": rule.author_kind,
+        "source_case": rule.source_case or None,
+        "source_notice": rule.source_notice or None,
+        "provenance": rule.provenance,
+        "baseline": {
+            "rate": rule.baseline_rate,
+            "sessions": rule.baseline_sessions,
+            "hits": rule.baseline_hits,
+        },
+        "recorded_at": rule.recorded_at,
+        "decided_at": rule.decided_at,
+        "replaces": rule.replaces_id,
+        "duplicate_of": rule.duplicate_of_id,
+    }
+
+
+def event_out(event: JournalEvent) -> dict:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "at": event.at,
+        "rule": event.rule_id,
+        "round": event.round_id,
+        "actor": event.actor,
+        "evidence": event.evidence,
+    }
+
+
+def rule_detail_out(rule: Rule, evidence: dict) -> dict:
+    """A rule with its trial, the evidence that decided it, and its newest journal events
+    (`evidence` as lifecycle's rule_evidence reads it)."""
+    decided_by = evidence["decided_by"]
+    return {
+        "rule": rule_out(rule),
+        "trial": vars(evidence["trial"]),
+        "evidence": decided_by.evidence if decided_by else None,
+        "journal": [event_out(e) for e in evidence["events"]],
+        "journal_truncated": evidence["older_events"],
+    }

@@ -1,0 +1,25 @@
+"""Live session reports (semantics §2): each batch kicks a validation round."""
+
+from ninja import Router
+
+from lifecycle.auth import WRITE, request_actor
+from lifecycle.schemas import ImportOut, ReportIn
+from replay.intake import reports_ingest
+
+from . import bodies
+from .errors import ERRORS
+
+router = Router(tags=["reports"])
+
+
+@router.post(
+    "/reports",
+    operation_id="postReports",
+    auth=WRITE,
+    response={200: ImportOut, **ERRORS},
+    openapi_extra=bodies.batch_body(ReportIn, "session report (semantics §2)"),
+    summary="Post live session reports; a validation round is kicked",
+)
+def post_reports(request):
+    result = reports_ingest(bodies.rows(request), actor=request_actor(request).name)
+    return {**result.as_dict(), "ids": result.ids}
