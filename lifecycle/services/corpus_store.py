@@ -92,7 +92,7 @@ def _rules_of_written_cases(cursor, imported_at: str) -> list[str]:
     return [rule_id for (rule_id,) in cursor.fetchall()]
 
 
-BLOCK = 500
+BLOCK = 200
 
 
 def _parts(rows: list) -> Iterator[list]:
