@@ -144,6 +144,30 @@ def summary(meters: list[Meter]) -> str:
     return f"{wall:6.1f} ms wall, {cpu:5.1f} ms CPU, {statements:.0f} statements"
 
 
+def enrolment_buffers(n: int) -> int:
+    """Shared buffers the enrolment statement of one fresh report touches (EXPLAIN ANALYZE,
+    rolled back): what the database reads, whatever the timer says on a shared machine."""
+    from django.conf import settings
+    from django.db import connection, transaction
+
+    from replay.trials import _enrol_statements
+
+    (sql, params), *_ = _enrol_statements(
+        f"explain-{n}",
+        hit=["task_completion"],
+        any_notice=True,
+        read=[],
+        now=T0,
+        needed=settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS,
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0]
+        plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+        transaction.set_rollback(True)
+    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+
+
 def bench_post_reports(seconds: float, counter) -> tuple[float, float, float]:
     """Requests per second of one worker posting one report at a time; and its CPU share."""
     from django.test import Client
@@ -217,6 +241,14 @@ def main() -> None:
         m.wall for m in meters[100]
     )
     print(f"  ratio 10,000 / 100: {ratio:.2f} (wall)")
+    for size, state in ((100, "retired"), (10_000, "candidate")):
+        Rule.objects.filter(id__startswith="MORE").update(state=state)
+        add_candidates(f"OPENX{size}", OPEN, full=False)
+        print(
+            f"  enrolment statement, {size:>6,} candidates in force: "
+            f"{enrolment_buffers(next(counter))} buffers"
+        )
+        Rule.objects.filter(id__startswith="OPENX").update(state="retired")
     rate, cpu_share, per_request = bench_post_reports(args.seconds, counter)
     print(
         f"POST /reports, one worker, 10,000 candidates in force: {rate:.0f}/s "
