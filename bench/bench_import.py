@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 FAMILIES = [
     ("git", "git.push", "non_fast_forward"),
-    ("pytest", "test.run", "flaky_timeout"),
+    ("pytest", "test.run", "timeout"),
     ("pip", "pkg.install", "resolution_conflict"),
     ("http", "api.call", "status_429"),
     ("fs", "file.read", "enoent"),

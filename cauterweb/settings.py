@@ -111,6 +111,8 @@ INSTALLED_APPS = [
     "lifecycle",
     "replay",
     "dashboard",
+    # For its management commands (`mcp`); it has no models.
+    "cauterweb",
 ]
 
 MIDDLEWARE = [

@@ -1,9 +1,9 @@
-"""The offline semantic model behind extraction accuracy (SPEC §12).
+"""The offline semantic model behind extraction accuracy (semantics §12).
 
 A static word-piece embedding from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0):
 the model's input word-piece table, reduced with PCA and down-weighted by frequency
 (model2vec's weighting), shipped here as a float16 matrix. A sentence is the mean of its
-pieces' vectors. `build.py` rebuilds it, and can also distil the table through the
+pieces' vectors. `build_semantic.py` rebuilds it, and can also distil the table through the
 transformer (model2vec's recipe); README.md beside this file has the measured figures of
 both and of the other candidates.
 

@@ -77,8 +77,9 @@ def delta_distributions(cases: list[dict], *, promote_margin: float, regress_mar
 
 
 def extraction_scatter(rows: list[dict]) -> dict:
-    """Token-F1 against the semantic score per rule (semantics §12). Rewordings sit high above the
-    diagonal: the meaning matches although the words do not."""
+    """The comparator's score (the probability of "same rule") against token-F1 per rule
+    (semantics §12). Rewordings sit high above the diagonal: the rule matches although the
+    words do not; a wrong rule in the same words sits far below it."""
     by_verdict: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         by_verdict[row.get("verdict", "?")].append(row)
@@ -88,11 +89,11 @@ def extraction_scatter(rows: list[dict]) -> dict:
             "mode": "markers+text",
             "name": verdict,
             "x": [r.get("token_f1") for r in group],
-            "y": [r.get("semantic") for r in group],
+            "y": [r.get("score") for r in group],
             "text": [r.get("rule", "") for r in group],
             "textposition": "top center",
             "marker": {"size": 10, "color": VERDICT_COLOURS.get(verdict, NEUTRAL)},
-            "hovertemplate": "%{text}<br>token-F1 %{x:.2f}<br>semantic %{y:.2f}<extra>"
+            "hovertemplate": "%{text}<br>token-F1 %{x:.2f}<br>score %{y:.2f}<extra>"
             + verdict
             + "</extra>",
         }
@@ -101,9 +102,9 @@ def extraction_scatter(rows: list[dict]) -> dict:
     return {
         "data": data,
         "layout": _layout(
-            "Extraction accuracy: token-F1 vs semantic score",
+            "Extraction accuracy: score vs token-F1",
             xaxis={"title": {"text": "token-F1"}, "range": [-0.05, 1.05]},
-            yaxis={"title": {"text": "semantic score"}, "range": [-0.05, 1.05]},
+            yaxis={"title": {"text": "score (probability of same rule)"}, "range": [-0.05, 1.05]},
             shapes=[
                 {
                     "type": "line",

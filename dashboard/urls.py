@@ -8,7 +8,7 @@ journal, packs, charts."""
 from django.urls import path, re_path, register_converter
 
 from .converters import SegmentConverter
-from .views import corpus, journal, overview, packs, rounds, rules, scopes
+from .views import corpus, journal, overview, packs, rounds, rules, scopes, traces_upload
 
 register_converter(SegmentConverter, "segment")
 
@@ -23,6 +23,7 @@ urlpatterns = [
     path("rounds/<int:round_id>/", rounds.round_detail, name="round-detail"),
     path("charts/", overview.charts, name="charts"),
     path("corpus/", corpus.trajectory_list, name="corpus"),
+    path("corpus/upload/", traces_upload.trace_upload, name="trace-upload"),
     path("corpus/<segment:trajectory_id>/", corpus.trajectory_detail, name="trajectory-detail"),
     path("scopes/", scopes.scope_list, name="scopes"),
     path("scopes/<segment:scope>/", scopes.scope_detail, name="scope-detail"),

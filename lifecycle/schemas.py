@@ -69,7 +69,10 @@ class TrajectoryIn(Schema):
     steps: list[Any]
     outcome: Any
     metrics: dict[str, float]
-    signature: list[str]
+    signature: list[str] = Field(
+        default_factory=list,
+        description="derived from the steps when absent or empty (semantics §19)",
+    )
 
 
 class RetireIn(Schema):
@@ -160,6 +163,10 @@ class RuleDetailOut(Schema):
     trial: TrialOut
     evidence: dict[str, Any] | None = Field(
         description="the evidence of the event that decided the rule, if any"
+    )
+    extraction: dict[str, Any] | None = Field(
+        description="extraction accuracy as GET /rules/{rule_id}/extraction reports it, led by "
+        "score and verdict; null when the rule has no stored comparison (semantics §12)"
     )
     journal: list[EventOut] = Field(
         description="the rule's newest events, oldest first; all of them: GET /journal?rule=…"

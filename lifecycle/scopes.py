@@ -100,13 +100,19 @@ def record_reads(
 
 
 def rule_tool_read(
-    *, scope: str | None, session_id: str, query: str | None = None, now: datetime | None = None
+    *,
+    scope: str | None,
+    session_id: str,
+    query: str | None = None,
+    now: datetime | None = None,
+    via: str = "api",
 ) -> list[dict]:
-    """The live rule tool (semantics §5): returns the rules and records the read for the session."""
+    """The live rule tool (semantics §5): returns the rules and records the read for the session.
+    `via` says which door the agent came through (the API, the MCP server)."""
     active, candidates = scope_rules(scope, query=query)
     returned = active + candidates
     if session_id:
-        record_reads(session_id=session_id, rule_ids=[r.id for r in returned], via="api", now=now)
+        record_reads(session_id=session_id, rule_ids=[r.id for r in returned], via=via, now=now)
     return [rule_as_dict(r) for r in returned]
 
 

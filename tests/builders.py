@@ -233,9 +233,24 @@ F001_EXTRACTION = {
     "token_f1": 0.28,
     "semantic": 0.88,
     "signature_agreement": 1.0,
+    "score": 0.97,
     "verdict": "match",
-    "why": "same meaning, reworded",
+    "why": "same rule (p 0.97; semantic 0.88, signature 1.00)",
+    "conflicts": [],
+    "doubts": ["different acts"],
+    "components": {
+        "score": "probability that the extracted rule is the expected rule",
+        "semantic": "embedding similarity of the wording; a component only",
+        "signature_agreement": "how far the failure-mode atoms of both triggers agree",
+        "token_f1": "share of words in common, the naive baseline; never decides",
+    },
 }
+
+# The same comparison as the earlier, hand-weighted comparator stored it: no meanings, and a
+# score that was no probability.
+F001_EXTRACTION_BEFORE_CALIBRATION = {
+    key: value for key, value in F001_EXTRACTION.items() if key not in ("components", "doubts")
+} | {"score": 0.81, "why": "same meaning, reworded"}
 
 
 def install_extraction_scoring(monkeypatch, *, for_rule=None, rows=()):

@@ -18,6 +18,7 @@ from . import (
     rounds,
     rules,
     scopes,
+    traces,
     trajectories,
 )
 
@@ -29,7 +30,7 @@ api = NinjaAPI(
     description="Corpus, reports, candidates, the rule tool, rounds, journal and packs.",
     urls_namespace="api-v1",
 )
-for module in (trajectories, reports, candidates, rules, journal, rounds, scopes, packs):
+for module in (trajectories, traces, reports, candidates, rules, journal, rounds, scopes, packs):
     api.add_router("/", module.router)
 api.add_router("/replay/", replay.router)
 errors.install(api)

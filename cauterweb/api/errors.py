@@ -24,6 +24,7 @@ from lifecycle.schemas import ErrorOut
 from lifecycle.selectors.rules import RuleNotFound
 from lifecycle.services.packs import InvalidSelection, PackRejected
 from lifecycle.states import NotAllowed, WrongState
+from lifecycle.traces.model import TraceRejected
 from lifecycle.validation import FilterError, ImportRejected, InvalidRule
 
 logger = logging.getLogger("cauterweb.api")
@@ -80,6 +81,14 @@ HANDLERS = {
         422,
         f"{len(exc.errors)} error(s), nothing written",
         [item(["line", e.line, *([e.field] if e.field else [])], e.message) for e in exc.errors],
+    ),
+    TraceRejected: lambda exc: (
+        422,
+        f"{len(exc.errors)} error(s), nothing written",
+        [
+            item(["record", e.record, *([e.field] if e.field else [])], e.message)
+            for e in exc.errors
+        ],
     ),
     InvalidRule: lambda exc: (422, str(exc), [item(["body", exc.field], exc)]),
     FilterError: lambda exc: (422, str(exc), [item(["query", exc.field], exc)]),

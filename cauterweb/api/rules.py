@@ -96,15 +96,19 @@ def get_gate(request, rule_id: RuleId):
     auth=READ,
     response={200: dict, **ERRORS},
     summary="Extraction accuracy against the source case's expected rule (semantics §12)",
-    description="A separate number from replay fidelity: never combined with it. 404 when the "
-    "rule's source case carries no expected_rule.",
+    description="Led by `score`, the probability that the extracted rule is the expected "
+    "rule, and the `verdict` read from it; `components` holds the semantic similarity, "
+    "signature agreement and token-F1, each labelled with its one-line meaning (components "
+    "only: none decides). `calibrated` is false for a rule scored by the earlier comparator. "
+    "A separate number from replay fidelity: never combined with it. 404 when the rule's "
+    "source case carries no expected_rule.",
     tags=["reports on a rule"],
 )
 def get_extraction(request, rule_id: RuleId):
     # Imported here, not at start-up: extraction scoring loads the embedding model.
     from lifecycle.selectors.extraction import extraction_for_rule
 
-    report = extraction_for_rule(selectors.rule_get(rule_id))
+    report = selectors.extraction_report(extraction_for_rule(selectors.rule_get(rule_id)))
     if report is None:
         raise ApiError(404, f"rule {rule_id}'s source case has no expected_rule to score against")
     return report

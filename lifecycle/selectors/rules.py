@@ -463,6 +463,48 @@ def trial_panel(rule: Rule, decided_by: JournalEvent | None) -> TrialPanel:
     )
 
 
+# The components of an extraction score as the page and the API label them, in this order.
+EXTRACTION_COMPONENTS = (
+    ("semantic", "semantic similarity"),
+    ("signature_agreement", "signature agreement"),
+    ("token_f1", "token-F1"),
+)
+
+
+def extraction_report(stored: dict | None) -> dict | None:
+    """A rule's stored comparison as the page and the API show it (semantics §12): led by the
+    `score` (the probability of "same rule") and the `verdict` read from it, then `why`; the
+    semantic similarity, signature agreement and token-F1 follow as labelled components, each
+    with its one-line meaning. None when the rule has no stored comparison."""
+    if not stored:
+        return None
+    # The comparator's own meanings. A comparison stored by the earlier, hand-weighted
+    # comparator carries none, and its score was no probability: `calibrated` says so.
+    from comparison.compare import COMPONENTS
+
+    stored_meanings = stored.get("components")
+    calibrated = isinstance(stored_meanings, dict)
+    meanings = {**COMPONENTS, **(stored_meanings if calibrated else {})}
+    return {
+        "score": stored.get("score"),
+        "verdict": stored.get("verdict"),
+        "why": stored.get("why", ""),
+        "score_meaning": meanings["score"],
+        "calibrated": calibrated,
+        "components": {
+            name: {"label": label, "value": stored.get(name), "meaning": meanings[name]}
+            for name, label in EXTRACTION_COMPONENTS
+        },
+        "conflicts": stored.get("conflicts", []),
+        "doubts": stored.get("doubts", []),
+        "source_case": stored.get("source_case"),
+        "expected": stored.get("expected"),
+        "extracted": stored.get("extracted"),
+        "trigger": stored.get("trigger"),
+        "directive": stored.get("directive"),
+    }
+
+
 def extraction_parts(extraction: dict | None) -> list[tuple[dict, str]]:
     """Trigger and directive rows of the extraction diff (semantics §12): expected, extracted, the
     word diff and that part's scores."""
@@ -561,7 +603,7 @@ def rule_detail(rule: Rule) -> dict:
     promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN
     regress_margin = settings.CAUTERWEB_RULE_REGRESS_MARGIN
     decided_by = rule_decision_event(rule)
-    extraction = extraction_for_rule(rule)
+    extraction = extraction_report(extraction_for_rule(rule))
     related = Rule.objects.filter(
         Q(replaces=rule) | Q(pk__in=[rule.replaces_id, rule.duplicate_of_id])
     )

@@ -43,11 +43,12 @@ from .. import journal
 from ..journal import EventType
 from ..models import TrajectoryKind
 from ..states import Actor
+from ..traces.derive import with_derived_signature
 from .corpus_store import Row, copy_escape, corpus_store
 from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
-REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics", "signature")
+REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
 # Lines a chunk holds: large enough that a chunk's statements cost little per line, small
 # enough that two chunks alive at once stay a few megabytes.
 CHUNK = 5_000
@@ -126,6 +127,13 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
     """Validate one corpus line into model fields; collects every error of the line."""
     if not isinstance(obj, dict):
         return None, [LineError(number, "", "each line must be a JSON object")]
+    # semantics §19: a trajectory without a signature gets one derived from its steps (which
+    # also notes the atoms on the steps and the explanation in meta). The content hash stays
+    # that of the line as given (`as_given`), so re-importing it is a no-op even if the
+    # derivation has changed since.
+    original = obj
+    if not obj.get("signature"):
+        obj = with_derived_signature(obj)
     missing = [LineError(number, name, "is required") for name in REQUIRED if name not in obj]
     if missing:
         return None, missing
@@ -148,7 +156,17 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
         "replayable": bool(steps) if replayable is None else replayable,
         "replay_input": obj.get("replay_input"),
         "meta": obj.get("meta") or {},
+        **({} if obj is original else {"as_given": _as_given(original)}),
     }, []
+
+
+def _as_given(line: dict) -> dict:
+    """The fields derivation changes, as the line gave them: what its content hash is of."""
+    return {
+        "steps": line["steps"],
+        "meta": line.get("meta") or {},
+        "signature": line.get("signature"),
+    }
 
 
 def trajectory_atoms(fields: dict) -> list[str]:
@@ -223,6 +241,12 @@ def stored_digest(fields: dict, time_text: Callable) -> str:
     return hashlib.sha256(row_text(_cells(fields, time_text)).encode()).hexdigest()
 
 
+def _hashed_as_given(fields: dict, time_text: Callable) -> str:
+    """The text a derived trajectory's hash is of: its cells with the line's own values where
+    derivation changed them (those are serialised twice; only such lines pay it)."""
+    return row_text(_cells({**fields, **fields["as_given"]}, time_text))
+
+
 def serialise(number: int, fields: dict, store) -> tuple[Row | None, list]:
     """One validated line as the row the store writes: every value serialised once, and the
     content hash taken from that same text. A store that writes by COPY keeps the text; one
@@ -231,10 +255,11 @@ def serialise(number: int, fields: dict, store) -> tuple[Row | None, list]:
     try:
         cells = _cells(fields, time_text)
         text = row_text(cells)
+        hashed = text if "as_given" not in fields else _hashed_as_given(fields, time_text)
         # NUL is refused in text and jsonb alike (in the COPY text, JSON's backslash is doubled).
         if "\x00" in text or "\\\\u0000" in text:
             raise ValueError("NUL")
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        digest = hashlib.sha256(hashed.encode()).hexdigest()
     except (ValueError, UnicodeEncodeError):
         return None, _cell_errors(number, fields, time_text)
     payload = text if store.copy_text else cells

@@ -13,7 +13,15 @@ from lifecycle.services.packs import export_pack
 from lifecycle.services.rules import rule_promote, rule_retire_by_reviewer
 from lifecycle.services.tokens import token_create, token_revoke
 from lifecycle.states import Actor
-from tests.builders import T0, candidate, report, trajectory
+from tests.builders import (
+    F001_EXTRACTION,
+    F001_EXTRACTION_BEFORE_CALIBRATION,
+    T0,
+    candidate,
+    make_rule,
+    report,
+    trajectory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -454,6 +462,48 @@ def test_a_rule_comes_with_its_trial_evidence_and_journal(client, keys):
     assert [e["type"] for e in body["journal"]] == ["rule_added", "rule_promoted"]
     assert body["journal_truncated"] is False
     assert body["trial"]["needed"] == 5
+    assert body["extraction"] is None  # A-1 has no source case to score against
+
+
+def test_extraction_leads_with_score_and_verdict_and_labels_each_component(client, keys):
+    # semantics §12: the calibrated score decides; the similarities are components only.
+    make_rule("R-F001", source_case="F-001", comparison=F001_EXTRACTION)
+    shown = call(client, "get", f"{API}/rules/R-F001/extraction", keys[AGENT]).json()
+    assert list(shown)[:3] == ["score", "verdict", "why"]
+    assert (shown["score"], shown["verdict"], shown["calibrated"]) == (0.97, "match", True)
+    assert shown["components"] == {
+        "semantic": {
+            "label": "semantic similarity",
+            "value": 0.88,
+            "meaning": F001_EXTRACTION["components"]["semantic"],
+        },
+        "signature_agreement": {
+            "label": "signature agreement",
+            "value": 1.0,
+            "meaning": F001_EXTRACTION["components"]["signature_agreement"],
+        },
+        "token_f1": {
+            "label": "token-F1",
+            "value": 0.28,
+            "meaning": F001_EXTRACTION["components"]["token_f1"],
+        },
+    }
+    assert "semantic" not in shown  # never beside the score as if it were a verdict
+    assert shown["trigger"]["diff"][1] == ["delete", "git"]
+    detail = call(client, "get", f"{API}/rules/R-F001", keys[AGENT]).json()
+    assert detail["extraction"] == shown
+
+
+def test_a_comparison_stored_before_calibration_takes_the_comparators_meanings(client, keys):
+    from comparison.compare import COMPONENTS
+
+    make_rule("R-F001", source_case="F-001", comparison=F001_EXTRACTION_BEFORE_CALIBRATION)
+    shown = call(client, "get", f"{API}/rules/R-F001/extraction", keys[AGENT]).json()
+    assert (shown["score"], shown["calibrated"]) == (0.81, False)
+    assert shown["score_meaning"] == COMPONENTS["score"]
+    assert {name: c["meaning"] for name, c in shown["components"].items()} == {
+        name: COMPONENTS[name] for name in ("semantic", "signature_agreement", "token_f1")
+    }
 
 
 def test_rules_page_through_a_cursor_in_a_fixed_number_of_queries(

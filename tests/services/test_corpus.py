@@ -80,7 +80,7 @@ def test_a_file_with_one_bad_line_imports_nothing_and_names_every_bad_line():
     assert (2, "kind") in found
     assert (3, "metrics") in found
     assert (4, "") in found
-    assert {(5, "kind"), (5, "task"), (5, "steps"), (5, "signature")} <= found
+    assert {(5, "kind"), (5, "task"), (5, "steps")} <= found
     assert (6, "id") in found  # a duplicate id within the file
     assert not Trajectory.objects.exists()
     assert not TrajectoryAtom.objects.exists()

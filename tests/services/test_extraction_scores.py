@@ -204,6 +204,8 @@ def test_extraction_report_prints_rows_and_a_verdict_summary(demo):
     human = _call("extraction_report")
     assert human.startswith("extraction accuracy (semantics §12) — a separate number")
     assert "C-001      F-001    match" in human
+    header = next(line for line in human.splitlines() if line.startswith("rule"))
+    assert header.index("score") < header.index("|") < header.index("semantic")
 
 
 @pytest.mark.parametrize(

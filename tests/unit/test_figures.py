@@ -122,18 +122,21 @@ def test_no_scored_case_gives_an_empty_figure():
 # --- Extraction accuracy (semantics §12) -------------------------------------------------------------
 
 
-def test_extraction_scatter_puts_token_f1_against_semantic_per_verdict():
+def test_extraction_scatter_puts_the_score_against_token_f1_per_verdict():
+    # semantics §12: the score decides; `semantic` is a component and is not plotted.
     rows = [
-        {"rule": "R-F001", "token_f1": 0.28, "semantic": 0.88, "verdict": "match"},
-        {"rule": "R-2", "token_f1": 0.9, "semantic": 0.95, "verdict": "match"},
-        {"rule": "R-3", "token_f1": 0.1, "semantic": 0.2, "verdict": "miss"},
+        {"rule": "R-F001", "token_f1": 0.28, "semantic": 0.88, "score": 0.97, "verdict": "match"},
+        {"rule": "R-2", "token_f1": 0.9, "semantic": 0.95, "score": 0.91, "verdict": "match"},
+        {"rule": "R-3", "token_f1": 0.8, "semantic": 0.99, "score": 0.04, "verdict": "miss"},
     ]
     figure = figures.extraction_scatter(rows)
     traces = {t["name"]: t for t in figure["data"]}
-    assert traces["match"]["x"] == [0.28, 0.9] and traces["match"]["y"] == [0.88, 0.95]
+    assert traces["match"]["x"] == [0.28, 0.9] and traces["match"]["y"] == [0.97, 0.91]
+    assert traces["miss"]["y"] == [0.04]
     assert traces["match"]["text"] == ["R-F001", "R-2"]
     assert traces["miss"]["marker"]["color"] == figures.BAD
     assert figure["layout"]["xaxis"]["title"]["text"] == "token-F1"
+    assert figure["layout"]["yaxis"]["title"]["text"] == "score (probability of same rule)"
 
 
 # --- Verdicts per round -------------------------------------------------------------------------

@@ -7,12 +7,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import NoReverseMatch, get_resolver, reverse
+from django.utils.html import escape
 
 from lifecycle.journal import write as journal_write
 from lifecycle.models import JournalEvent, Rule, TrialEnrolment
 from lifecycle.selectors import rules as selectors
 from tests.builders import (
     F001_EXTRACTION,
+    F001_EXTRACTION_BEFORE_CALIBRATION,
     T0,
     case_evidence,
     gate_result,
@@ -351,9 +353,48 @@ def test_the_extraction_diff_highlights_words_apart_from_replay(viewer_client, s
     body = viewer_client.get(reverse("rule-detail", args=["R-F001"])).content.decode()
     assert "<del>git</del> <ins>a</ins> push" in body
     assert "<del>pull</del> <ins>fetch</ins> before pushing" in body
-    assert "Verdict <strong>match</strong> · token-F1 0.28 · semantic 0.88" in body
-    assert "signature agreement 1.00" in body
     assert "(separate from replay fidelity)" in body
+
+
+def test_the_extraction_panel_leads_with_score_and_verdict_then_labelled_components(
+    viewer_client, scoring
+):
+    # semantics §12: the calibrated score decides; the similarities are components only.
+    make_rule("R-F001", source_case="F-001")
+    body = viewer_client.get(reverse("rule-detail", args=["R-F001"])).content.decode()
+    panel = body[body.index('id="h-extraction"') :]
+    headline = "Score <strong>0.97</strong> · verdict <strong>match</strong>"
+    assert headline in panel
+    components = [
+        'Semantic similarity <span class="muted">(component)</span></dt><dd>0.88 — '
+        "embedding similarity of the wording; a component only",
+        'Signature agreement <span class="muted">(component)</span></dt><dd>1.00 — '
+        "how far the failure-mode atoms of both triggers agree",
+        'Token-F1 <span class="muted">(component)</span></dt><dd>0.28 — '
+        "share of words in common, the naive baseline; never decides",
+    ]
+    positions = [panel.index(line) for line in components]
+    assert panel.index(headline) < positions[0] < positions[1] < positions[2]
+    assert "Score: probability that the extracted rule is the expected rule." in panel
+    assert "<dt>Doubts</dt><dd>different acts</dd>" in panel
+    assert "not a calibrated probability" not in panel
+
+
+def test_a_comparison_stored_before_calibration_shows_the_comparators_meanings(
+    viewer_client, monkeypatch
+):
+    from comparison.compare import COMPONENTS
+
+    monkeypatch.setattr("lifecycle.selectors.gate.gate_both", lambda rule: gate_result())
+    install_extraction_scoring(monkeypatch, for_rule={"R-F001": F001_EXTRACTION_BEFORE_CALIBRATION})
+    make_rule("R-F001", source_case="F-001")
+    response = viewer_client.get(reverse("rule-detail", args=["R-F001"]))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Score <strong>0.81</strong> · verdict <strong>match</strong>" in body
+    for meaning in COMPONENTS.values():
+        assert escape(meaning) in body
+    assert "Scored by an earlier comparator: this score is not a calibrated probability" in body
 
 
 def test_a_rule_without_ground_truth_says_so(viewer_client, scoring):

@@ -8,10 +8,12 @@ NOTE = (
 
 def _line(row: dict) -> list[str]:
     t, d = row["trigger"], row["directive"]
+    # A rule scored by the earlier comparator may carry no probability.
+    score = f"{row['score']:>5.2f}" if isinstance(row.get("score"), int | float) else "    —"
     return [
-        f"{row['rule']:<10} {row['source_case']:<8} {row['verdict']:<8} "
-        f"{t['token_f1']:>10.2f} {d['token_f1']:>12.2f} {row['semantic']:>8.2f} "
-        f"{row['signature_agreement']:>9.2f}",
+        f"{row['rule']:<10} {row['source_case']:<8} {row['verdict']:<8} {score}   "
+        f"{row['semantic']:>8.2f} {row['signature_agreement']:>9.2f} "
+        f"{t['token_f1']:>10.2f} {d['token_f1']:>12.2f}",
         f"  expected:  {row['expected']['trigger']} → {row['expected']['directive']}",
         f"  extracted: {row['extracted']['trigger']} → {row['extracted']['directive']}",
         f"  why: {row['why']}",
@@ -26,9 +28,10 @@ class Command(JsonCommand):
         counts = verdict_counts(rows)
         human = [NOTE, ""]
         if rows:
+            # The score (a probability) and its verdict decide; the rest are components.
             human.append(
-                f"{'rule':<10} {'source':<8} {'verdict':<8} {'trigger F1':>10} "
-                f"{'directive F1':>12} {'semantic':>8} {'signature':>9}"
+                f"{'rule':<10} {'source':<8} {'verdict':<8} {'score':>5} | {'semantic':>8} "
+                f"{'signature':>9} {'trigger F1':>10} {'directive F1':>12}"
             )
             for row in rows:
                 human += _line(row)

@@ -1,6 +1,10 @@
 """Set up the demo on whatever database is configured: migrate, load the demo corpus, reports
 and candidates shipped in lifecycle/fixtures/demo/, validate to standstill, and make a demo
-reviewer login. Safe to run again: every load is idempotent."""
+reviewer login. Safe to run again: every load is idempotent.
+
+The corpus arrives the way a user's traces do: as an OpenTelemetry export (corpus.otlp.json,
+written from corpus.jsonl by lifecycle.traces.export) imported by `import_traces`, so every
+session's signature is derived from its spans (semantics §19), not hand-written."""
 
 from collections import Counter
 from pathlib import Path
@@ -11,9 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 import lifecycle
 from lifecycle.services.candidates import candidates_record
-from lifecycle.services.corpus import import_corpus
+from lifecycle.services.traces import import_traces
 from lifecycle.signals import one_announcement
 from lifecycle.states import Actor
+from lifecycle.traces.model import TraceRejected
 from lifecycle.validation import ImportRejected, read_jsonl
 from replay.intake import reports_ingest
 from replay.services import run_until_settled
@@ -41,7 +46,10 @@ class Command(BaseCommand):
             # The loads below each ask for a round; one request for all of them, once every
             # file is in, so no round decides a candidate before the live reports arrive.
             with one_announcement():
-                self._load("corpus.jsonl", lambda rows: import_corpus(rows))
+                self._load(
+                    "corpus.otlp.json",
+                    lambda lines: import_traces(lines.read().encode(), fmt="otlp"),
+                )
                 self._load(
                     "reports_history.jsonl",
                     lambda rows: reports_ingest(read_jsonl(rows), actor="demo"),
@@ -63,7 +71,7 @@ class Command(BaseCommand):
                         read_jsonl(rows), actor=Actor.extractor("demo-extractor")
                     )[0],
                 )
-        except ImportRejected as exc:
+        except (ImportRejected, TraceRejected) as exc:
             raise CommandError(f"the demo data is broken: {exc}") from None
         if not options["skip_validate"]:
             result = run_until_settled(timeout_s=options["timeout"])

@@ -340,7 +340,7 @@ def test_result_has_every_score_per_field_and_is_json_serialisable():
     assert json.loads(json.dumps(result)) == result
 
 
-def test_the_verdict_never_comes_from_token_f1(monkeypatch):
+def test_the_verdict_does_not_read_the_token_f1_it_shows(monkeypatch):
     pairs = [(x, e) for e, x in REWORDINGS + SAME_WORDS_OTHER_MEANING]
     before = [r["verdict"] for r in compare_many(pairs)]
     for forced in (0.0, 1.0):
@@ -410,17 +410,45 @@ def eval_rows() -> list[dict]:
     return [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()]
 
 
+SPLITS = {"dev", "heldout", "fresh", "fresh2", "train_a", "blind_a", "train_b", "blind_b"}
+
+
 def test_the_eval_set_is_large_varied_and_well_formed():
     rows = eval_rows()
-    assert len(rows) >= 150
-    assert len({r["domain"] for r in rows}) >= 15
+    assert len(rows) >= 800
+    assert len({r["domain"] for r in rows}) >= 60
     for r in rows:
         for side in ("expected", "extracted"):
             assert set(r[side]) == {"trigger", "directive"}
         assert r["label"] == (1 if r["kind"] in {"reworded", "identical"} else 0)
-        assert r["split"] in {"dev", "heldout", "fresh", "fresh2"}
+        assert r["split"] in SPLITS
+        assert r["category"]
     kinds = {r["kind"] for r in rows}
     assert kinds == {"reworded", "same_words_other_meaning", "identical", "unrelated"}
+
+
+@pytest.mark.parametrize(("train", "blind"), [("train_a", "blind_a"), ("train_b", "blind_b")])
+def test_each_blind_split_is_written_over_domains_its_training_split_lacks(train, blind):
+    rows = eval_rows()
+    train_domains = {r["domain"] for r in rows if r["split"] == train}
+    blind_domains = {r["domain"] for r in rows if r["split"] == blind}
+    assert len(blind_domains) >= 15
+    assert not train_domains & blind_domains
+
+
+def test_every_error_category_is_in_the_blind_splits():
+    rows = eval_rows()
+    blind = {r["category"] for r in rows if r["split"].startswith("blind")}
+    assert {
+        "jargon_equivalence",
+        "reworded_connective",
+        "plain_synonym",
+        "same_trigger_different_advice",
+        "opposite_advice",
+        "number_or_class_changed",
+        "roles_swapped",
+        "different_precondition",
+    } <= blind
 
 
 def auc(labels, scores):
@@ -438,3 +466,61 @@ def test_the_comparator_ranks_the_eval_set_far_better_than_token_f1():
     assert comparator_auc > auc(labels, [r["token_f1"] for r in results]) + 0.3
     hits = [(r["verdict"] == "match") == bool(y) for r, y in zip(results, labels, strict=True)]
     assert sum(hits) / len(hits) >= 0.85
+
+
+# --- the error categories of the labelled pairs, on rules written for these tests ---------
+
+CATEGORY_CASES = [
+    # plain synonyms and ops jargon
+    (
+        "match",
+        rule("when logs contain API keys", "redact the keys before shipping the logs"),
+        rule("if API keys show up in the logs", "scrub the keys before the logs are shipped"),
+    ),
+    (
+        "match",
+        rule("when the new checkout page breaks orders", "turn the feature flag off"),
+        rule("if orders fail on the new checkout page", "disable the toggle for it"),
+    ),
+    # a status class or a number changed
+    (
+        "miss",
+        rule("when the upstream returns 5xx", "retry with exponential backoff"),
+        rule("when the upstream returns 4xx", "retry with exponential backoff"),
+    ),
+    (
+        "miss",
+        rule("when a job failed five times", "page the on-call engineer"),
+        rule("when a job failed once", "page the on-call engineer"),
+    ),
+    # the same trigger with other or opposite advice
+    (
+        "miss",
+        rule("when the connection pool is exhausted", "find and fix the leaked connections"),
+        rule("when the connection pool is exhausted", "raise the pool size limit"),
+    ),
+    (
+        "miss",
+        rule(
+            "when autovacuum falls behind on a busy table",
+            "tune autovacuum to run more often on that table",
+        ),
+        rule("when autovacuum falls behind on a busy table", "disable autovacuum on that table"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("verdict", "expected", "extracted"), CATEGORY_CASES)
+def test_each_error_category_gets_its_verdict(verdict, expected, extracted):
+    result = compare_rules(extracted, expected)
+    assert result["verdict"] == verdict, result["why"]
+
+
+def test_the_score_is_a_probability_above_one_half_for_the_same_rule_only():
+    expected, reworded = REWORDINGS[1]
+    wrong = SAME_WORDS_OTHER_MEANING[2][1]
+    copy, rewording, other = (
+        compare_rules(x, expected)["score"] for x in (expected, reworded, wrong)
+    )
+    assert min(copy, rewording) > 0.5 > other >= 0.0
+    assert max(copy, rewording) <= 1.0

@@ -1,0 +1,139 @@
+"""The fitted model that turns a pair's features into the probability "same rule"
+(semantics §12). Its trees live in `model.json` beside this file, written by
+`comparison/train.py` from the labelled pairs; reading and running them needs numpy
+only, so the comparator runs without scikit-learn.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+MODEL_JSON = Path(__file__).resolve().parent / "model.json"
+
+_lock = threading.Lock()
+_model: Model | None = None
+
+
+class Model:
+    """A sum of regression trees (log-odds), then Platt scaling to a probability."""
+
+    def __init__(self, spec: dict) -> None:
+        import numpy as np
+
+        self.spec = spec
+        self.features: list[str] = spec["features"]
+        self.baseline = float(spec["baseline"])
+        # All trees in one table of nodes; a tree is its root's row number.
+        self.roots = np.array(spec["roots"], dtype=np.int64)
+        self.feature = np.array(spec["feature"], dtype=np.int64)
+        self.threshold = np.array(spec["threshold"], dtype=np.float64)
+        self.left = np.array(spec["left"], dtype=np.int64)
+        self.right = np.array(spec["right"], dtype=np.int64)
+        self.value = np.array(spec["value"], dtype=np.float64)
+        self.leaf = self.left < 0
+        self.platt_a = float(spec["platt"]["a"])
+        self.platt_b = float(spec["platt"]["b"])
+        self.match_at = float(spec["thresholds"]["match"])
+        self.partial_at = float(spec["thresholds"]["partial"])
+        self.bounds: list[dict] = spec.get("bounds", [])
+
+    def margins(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+        """Log-odds of "same rule" for a (pairs × features) array, all trees at once."""
+        import numpy as np
+
+        rows = np.asarray(rows, dtype=np.float64).reshape(-1, len(self.features))
+        nodes = np.broadcast_to(self.roots, (len(rows), len(self.roots))).copy()
+        pair = np.arange(len(rows))[:, None]
+        while True:
+            inner = ~self.leaf[nodes]
+            if not inner.any():
+                break
+            go_left = rows[pair, self.feature[nodes]] <= self.threshold[nodes]
+            step = np.where(go_left, self.left[nodes], self.right[nodes])
+            nodes = np.where(inner, step, nodes)
+        return self.baseline + self.value[nodes].sum(axis=1)
+
+    def probabilities(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+        """Calibrated P(same rule) for a (pairs × features) array."""
+        import numpy as np
+
+        z = self.platt_a * self.margins(rows) + self.platt_b
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
+
+    def bounded(self, probability: float, features: dict[str, float], *, declared: bool) -> float:
+        """The probability held within what the training pairs say about a few decisive
+        findings: with it, the rate of "same rule" among the training pairs that had it
+        (a cap for a conflict, a floor for a pair where every change is accounted for).
+        Some bounds hold only for a declared signature, whose atoms are stated rather
+        than read from prose."""
+        for bound in self.bounds:
+            if features.get(bound["feature"], 0.0) <= 0 or (bound["declared"] and not declared):
+                continue
+            if bound["kind"] == "cap":
+                probability = min(probability, bound["rate"])
+            else:
+                probability = max(probability, bound["rate"])
+        return probability
+
+    def vector(self, features: dict[str, float]) -> list[float]:
+        return [features[name] for name in self.features]
+
+    def verdict(self, probability: float) -> str:
+        if probability >= self.match_at:
+            return "match"
+        return "partial" if probability >= self.partial_at else "miss"
+
+
+def export_trees(classifier: HistGradientBoostingClassifier) -> dict:
+    """A fitted HistGradientBoostingClassifier as plain lists (train.py writes them)."""
+    roots, feature, threshold, left, right, value = [], [], [], [], [], []
+    for (tree,) in classifier._predictors:
+        base = len(feature)
+        roots.append(base)
+        for node in tree.nodes:
+            leaf = bool(node["is_leaf"])
+            feature.append(0 if leaf else int(node["feature_idx"]))
+            threshold.append(0.0 if leaf else float(node["num_threshold"]))
+            left.append(-1 if leaf else base + int(node["left"]))
+            right.append(-1 if leaf else base + int(node["right"]))
+            value.append(round(float(node["value"]), 9) if leaf else 0.0)
+    return {
+        "baseline": float(classifier._baseline_prediction.ravel()[0]),
+        "roots": roots,
+        "feature": feature,
+        "threshold": threshold,
+        "left": left,
+        "right": right,
+        "value": value,
+    }
+
+
+def load_model(path: Path | None = None) -> Model:
+    """The shipped model, read once per process (thread-safe); another file when given."""
+    global _model
+    if path is not None:
+        return Model(json.loads(path.read_text()))
+    if _model is None:
+        with _lock:
+            if _model is None:
+                _model = Model(_read(MODEL_JSON))
+    return _model
+
+
+def _read(path: Path) -> dict:
+    from .semantic import ComparatorUnavailable
+
+    if not path.exists():
+        raise ComparatorUnavailable(
+            f"the extraction comparator's model file {path.name} is missing from "
+            f"{path.parent}; reinstall the cauterweb package (it ships the model)"
+        )
+    return json.loads(path.read_text())

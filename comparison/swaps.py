@@ -1,0 +1,145 @@
+"""Wording kept, meaning changed: a swapped key term, or the option the other rule rejects
+(semantics §12). Both ask the embedding model whether the changed words mean the same."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
+from .lexicon import SYNONYM_OF, opposite
+from .text import CONNECTIVES, PRONOUNS, change_blocks, content, only, same_stem, stem
+from .triggers import atoms_of
+
+if TYPE_CHECKING:
+    from .semantic import StaticEmbedder
+
+# Share of content words kept for a change to count as a swap rather than a rewording,
+# and the cosine above which two swapped terms are taken as synonyms.
+_SWAP_MIN_KEPT = 0.4
+_SWAP_SYNONYM_COS = 0.8
+# How much closer to the rejected option than to the preferred one a directive must read
+# to be taken as doing what the other rule rules out.
+_REJECTED_MARGIN = 0.05
+
+
+def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) -> str | None:
+    """A text kept nearly word for word with one key term swapped for an unrelated one.
+
+    A rewording changes most of the wording; an extraction that keeps the expected
+    sentence and swaps its key term ("connection refused" for "connection timed out",
+    "primary" for "replica", "upload" for "download") states another rule. A swap is
+    excused when the two terms are near-synonyms for the model, share a stem, or read
+    as the same atoms.
+    """
+    if not expected.strip() or not extracted.strip():
+        return None
+    kept = len(content(expected) & content(extracted))
+    total = len(content(expected) | content(extracted))
+    if total == 0 or kept / total < _SWAP_MIN_KEPT:
+        return None
+    for gone, came in change_blocks(expected, extracted):
+        old, new = content(gone) - CONNECTIVES, content(came) - CONNECTIVES
+        # A compound term is judged by the part that changed: "--ask-become-pass" against
+        # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
+        old, new = old - new, new - old
+        if not old or not new or related(old, new) or _same_atoms(gone, came, frozenset(old)):
+            continue
+        vectors = embedder.encode([only(gone, old), only(came, new)])
+        if float(vectors[0] @ vectors[1]) < _SWAP_SYNONYM_COS:
+            return f"{gone!r} replaced by {came!r}"
+    return None
+
+
+@lru_cache(maxsize=8192)
+def _same_atoms(gone: str, came: str, old: frozenset[str]) -> bool:
+    # The same atoms on both sides excuse the change ("with non-fast-forward" against
+    # "because it is not a fast-forward") unless the words both keep give those atoms
+    # on their own ("pass" in "--ask-become-pass" and "--ask-vault-pass").
+    atoms = atoms_of(gone)
+    return (
+        bool(atoms)
+        and atoms == atoms_of(came)
+        and atoms != atoms_of(only(gone, content(gone) - old))
+    )
+
+
+def related(old: set[str] | frozenset[str], new: set[str] | frozenset[str]) -> bool:
+    """Same term in other words: a shared stem ("holding"/"holds", "config"/"configuration"),
+    the same act ("verify"/"confirm"), a plain synonym ("required"/"needed"), or a stand-in
+    pronoun ("packages"/"anything")."""
+    return _related(frozenset(old), frozenset(new))
+
+
+@lru_cache(maxsize=8192)
+def _related(old: frozenset[str], new: frozenset[str]) -> bool:
+    if any(opposite(a, b) for a in old for b in new):
+        return False
+    if old <= PRONOUNS or new <= PRONOUNS:
+        return True
+    if {SYNONYM_OF.get(w) for w in old} & {SYNONYM_OF.get(w) for w in new} - {None}:
+        return True
+    if verb_classes(" ".join(sorted(old))) & verb_classes(" ".join(sorted(new))):
+        return True
+    stems_old, stems_new = {stem(w) for w in old}, {stem(w) for w in new}
+    return any(same_stem(a, b) for a in stems_old for b in stems_new)
+
+
+_AVOID_CUE = re.compile(
+    r"\b(?:instead|rather|not|no|never|don'?t|do not|avoid|without|skip|stop|replac\w*|"
+    r"get rid of|swap out)\b|n't\b",
+    re.I,
+)
+
+
+def rejected_alternative(expected: str, extracted: str, embedder: StaticEmbedder) -> str | None:
+    """ "chmod +x instead of running it as root" against "run the script with sudo": one
+    rule does what the other rules out. Read from whichever side names a rejected option,
+    when the other side names none, avoids nothing, and reads closer to the rejected option
+    than to the preferred one."""
+    for rule, other, side in (
+        (expected, extracted, "extracted"),
+        (extracted, expected, "expected"),
+    ):
+        if not PREFERENCE_CUE.search(rule) or _AVOID_CUE.search(other):
+            continue
+        found = PREFERENCE.search(rule)
+        if not found:
+            continue
+        keep, drop = found.group(1), found.group(2)
+        vectors = embedder.encode([keep, drop, other])
+        to_keep, to_drop = float(vectors[2] @ vectors[0]), float(vectors[2] @ vectors[1])
+        if to_drop - to_keep > _REJECTED_MARGIN:
+            return f"the {side} rule does what the other rules out ({drop.strip()})"
+    return None
+
+
+def explained_share(expected: str, extracted: str) -> tuple[float, float, float]:
+    """How the wording changed, as shares of all content words: (replaced by a related
+    word or the same atoms, replaced by something unrelated, only added or only dropped).
+
+    A near copy with "remove" for "delete" is all explained; a key term swapped is not;
+    "pull the latest changes with rebase" for "pull the latest changes" only adds."""
+    total = len(content(expected) | content(extracted)) or 1
+    explained = unexplained = one_sided = 0
+    for gone, came in change_blocks(expected, extracted):
+        old, new = content(gone) - content(came), content(came) - content(gone)
+        if not old or not new:
+            one_sided += len(old | new)
+        elif related(old, new) or _same_atoms(gone, came, frozenset(old)):
+            explained += len(old | new)
+        else:
+            unexplained += len(old | new)
+    return explained / total, unexplained / total, one_sided / total
+
+
+def opposites(expected: str, extracted: str) -> int:
+    """How many words the expected text has that the extracted one replaces, or joins,
+    with their opposite ("public" against "private", "documented" against
+    "undocumented")."""
+    gone = content(expected) - content(extracted)
+    came = content(extracted) - content(expected)
+    return sum(
+        any(opposite(a, b) or opposite(stem(a), stem(b)) for b in came) for a in sorted(gone)
+    )

@@ -1,0 +1,253 @@
+"""Words: tokens, the token-F1 baseline, the word diff, crude stems (semantics §12).
+
+Pure functions over strings; the ones called again and again on the same texts (an
+expected rule is compared with every candidate extracted for it) are memoised.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from functools import lru_cache
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+@lru_cache(maxsize=16384)
+def tokens(text: str) -> tuple[str, ...]:
+    return tuple(_TOKEN.findall(text.lower()))
+
+
+def token_f1(a: str, b: str) -> float:
+    """Multiset token-overlap F1 (SQuAD style), the naive baseline of semantics §12."""
+    ta, tb = tokens(a), tokens(b)
+    if not ta and not tb:
+        return 1.0
+    if not ta or not tb:
+        return 0.0
+    common = sum((Counter(ta) & Counter(tb)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(tb), common / len(ta)
+    return 2 * precision * recall / (precision + recall)
+
+
+def word_diff(expected: str, extracted: str) -> list[tuple[str, str]]:
+    """Word-level diff in reading order: ("keep" | "delete" | "insert", word).
+
+    "delete" is a word only the expected rule has, "insert" one only the extracted rule
+    has. Words are compared case-insensitively and shown as the extracted text (or, for a
+    deletion, the expected text) spells them, so the dashboard can highlight them as is.
+    """
+    return list(cached_word_diff(expected, extracted))
+
+
+@lru_cache(maxsize=8192)
+def cached_word_diff(expected: str, extracted: str) -> tuple[tuple[str, str], ...]:
+    exp_words, ext_words = expected.split(), extracted.split()
+    matcher = difflib.SequenceMatcher(
+        a=[_norm_word(w) for w in exp_words], b=[_norm_word(w) for w in ext_words], autojunk=False
+    )
+    ops: list[tuple[str, str]] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            ops.extend(("keep", w) for w in ext_words[j1:j2])
+            continue
+        # A replacement reads best as "what went, then what came".
+        ops.extend(("delete", w) for w in exp_words[i1:i2])
+        ops.extend(("insert", w) for w in ext_words[j1:j2])
+    return tuple(ops)
+
+
+def _norm_word(word: str) -> str:
+    return word.lower().strip(".,;:!?\"'()[]")
+
+
+@lru_cache(maxsize=8192)
+def residual(expected: str, extracted: str) -> tuple[str, str]:
+    """The words each side has that the other lacks, in order."""
+    ops = cached_word_diff(expected, extracted)
+    return (
+        " ".join(w for op, w in ops if op == "delete"),
+        " ".join(w for op, w in ops if op == "insert"),
+    )
+
+
+def change_blocks(expected: str, extracted: str) -> list[tuple[str, str]]:
+    """Runs of words that differ, as (expected words, extracted words)."""
+    blocks: list[tuple[list[str], list[str]]] = []
+    previous = "keep"
+    for op, word in cached_word_diff(expected, extracted):
+        if op == "keep":
+            previous = op
+            continue
+        if previous == "keep":
+            blocks.append(([], []))
+        blocks[-1][0 if op == "delete" else 1].append(word)
+        previous = op
+    return [(" ".join(gone), " ".join(came)) for gone, came in blocks]
+
+
+# Function words: they carry no term of a rule, so a change in them is no change of term.
+# Negations, "before"/"after", "only" and the particles of phrasal verbs ("scale up",
+# "turn off") are not among them: they change what a rule says.
+STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "and",
+        "or",
+        "it",
+        "its",
+        "is",
+        "are",
+        "be",
+        "by",
+        "from",
+        "as",
+        "this",
+        "that",
+        "use",
+        "using",
+        "into",
+        "onto",
+        "via",
+        "due",
+        "per",
+        "within",
+        "across",
+        "through",
+        "during",
+        "upon",
+        "about",
+        "than",
+        "there",
+        "here",
+        "which",
+        "who",
+        "whose",
+        "what",
+        "where",
+        "whether",
+        "all",
+        "any",
+        "each",
+        "every",
+        "some",
+        "these",
+        "those",
+        "their",
+        "them",
+        "they",
+        "you",
+        "your",
+        "we",
+        "our",
+        "us",
+        "i",
+        "my",
+        "was",
+        "were",
+        "has",
+        "have",
+        "had",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "just",
+        "so",
+        "if",
+        "when",
+        "while",
+        "once",
+        "since",
+        "because",
+        "then",
+    ]
+)
+# Words that open or link a condition: "if" for "when" swaps no key term.
+CONNECTIVES = frozenset(
+    ["when", "whenever", "if", "once", "while", "because", "since", "as", "so", "then"]
+)
+NEGATIONS = frozenset({"not", "no", "never", "don't", "dont", "n't", "without", "cannot", "can't"})
+# Stand-ins that a rewording may put for a named thing ("packages" → "anything").
+PRONOUNS = frozenset(
+    [
+        "anything",
+        "something",
+        "everything",
+        "nothing",
+        "whatever",
+        "whichever",
+        "everyone",
+        "someone",
+        "one",
+        "ones",
+    ]
+)
+
+
+@lru_cache(maxsize=16384)
+def content(text: str) -> frozenset[str]:
+    return frozenset(t for t in tokens(text) if t not in STOP)
+
+
+def overlap(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
+    """Jaccard overlap; two empty sets share nothing."""
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def only(text: str, words: set[str] | frozenset[str]) -> str:
+    """The words of `text` that are in `words`, in their order."""
+    return " ".join(t for t in tokens(text) if t in words)
+
+
+_SUFFIX = re.compile(r"(?:ations?|ing|ed|es|s|er|ers|ion|ions|ment|ments|ly)$")
+_DOUBLED = re.compile(r"([b-df-hj-np-rtv-z])\1$")
+
+
+@lru_cache(maxsize=16384)
+def stem(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"  # "advisories" is "advisory", "retries" is "retry"
+    stemmed = _SUFFIX.sub("", word)
+    if stemmed != word and _DOUBLED.search(stemmed):
+        stemmed = stemmed[:-1]  # "running" is "run", "stopped" is "stop"
+    return stemmed if len(stemmed) >= 3 else word
+
+
+@lru_cache(maxsize=16384)
+def stems(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in tokens(text) if w not in STOP)
+
+
+def same_stem(a: str, b: str) -> bool:
+    """The crude stems of one word: equal, or one starts the other (four letters at least)."""
+    return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
+
+
+def negation_only_difference(expected: str, extracted: str) -> bool:
+    """ "when the service is running" against "when the service is not running"."""
+    gone, came = residual(expected, extracted)
+    words = [w.lower() for w in (gone + " " + came).split()]
+    return bool(words) and all(w.strip(".,;:!?") in NEGATIONS for w in words)

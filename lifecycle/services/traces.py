@@ -1,0 +1,100 @@
+"""Agent traces into the corpus (semantics §19, §2): the Django side of the pure parsers in
+`lifecycle.traces`.
+
+Parsed sessions go through the corpus import itself, so a trace import is atomic (any bad
+record: nothing written), idempotent (same content: unchanged; changed content: a conflict
+unless `replace`) and names its bad records, exactly as a JSON Lines import does. Signatures are
+derived there, for every trajectory that arrives without one.
+
+`merge` is for OpenTelemetry exporters, which send a session's spans in batches as they end
+(tool spans before the agent span that contains them): the spans of a session already stored
+are merged with the new ones and the session is rebuilt from all of them, so a later batch
+completes a trajectory instead of conflicting with it.
+"""
+
+import json
+
+from django.db import transaction
+
+from ..metrics import Registry, load_registry
+from ..models import Trajectory
+from ..states import Actor
+from ..traces import openinference, otlp
+from ..traces.detect import parse
+from ..traces.model import RecordError, TraceRejected
+from ..validation import ImportRejected, ImportResult
+from .corpus import import_corpus
+
+SPAN_PARSERS = {"otlp": otlp.parse_json, "openinference": openinference.parse_json}
+
+
+def registry_names(trajectory: dict, registry: Registry) -> dict:
+    """Scores whose name (or alias) is in the metric registry take the registry's name;
+    others are kept under their own (semantics §1)."""
+    metrics = {}
+    for name, value in trajectory.get("metrics", {}).items():
+        info = registry.resolve(name)
+        metrics[info.name if info else name] = value
+    return {**trajectory, "metrics": metrics}
+
+
+def _where(trajectory: dict) -> str:
+    return f"session {trajectory.get('session_id') or '?'} (trajectory {trajectory.get('id')})"
+
+
+def import_traces(
+    body: bytes,
+    *,
+    fmt: str | None = None,
+    content_type: str = "",
+    replace: bool = False,
+    merge: bool = False,
+    actor: Actor | None = None,
+) -> ImportResult:
+    """Parse a trace file or body and import its sessions as trajectories; TraceRejected
+    names every bad record (or conflicting session) and nothing is written then. With an
+    `actor`, a change is journaled as the corpus import journals it."""
+    trajectories = parse(body, fmt=fmt, content_type=content_type)
+    registry = load_registry()
+    with transaction.atomic():
+        if merge:
+            trajectories, stale = _merged(trajectories)
+            replace = True
+            Trajectory.objects.filter(pk__in=stale).delete()
+        trajectories = [registry_names(t, registry) for t in trajectories]
+        lines = [json.dumps(t, ensure_ascii=False, default=str) for t in trajectories]
+        try:
+            return import_corpus(lines, replace=replace, actor=actor)
+        except ImportRejected as exc:
+            raise TraceRejected(
+                [
+                    RecordError(_where(trajectories[e.line - 1]), e.field, e.message)
+                    for e in exc.errors
+                ]
+            ) from None
+
+
+def _merged(trajectories: list[dict]) -> tuple[list[dict], set[str]]:
+    """The sessions rebuilt from their stored spans plus the new ones, and the ids of stored
+    fragments they absorbed (a batch of tool spans stored before its agent span arrived)."""
+    out, stale = [], set()
+    for trajectory in trajectories:
+        fmt = trajectory["meta"].get("source_format")
+        keys = {trajectory["session_id"], *trajectory["meta"]["source"].get("trace_ids", [])}
+        stored = [
+            t
+            for t in Trajectory.objects.select_for_update().filter(session_id__in=keys)
+            if t.meta.get("source_format") == fmt and fmt in SPAN_PARSERS
+        ]
+        spans = [s for t in stored for s in t.meta.get("source", {}).get("spans", [])]
+        if not stored or not all("spanId" in s for s in spans):
+            out.append(trajectory)
+            continue
+        by_id = {}
+        for span in [*spans, *trajectory["meta"]["source"]["spans"]]:
+            by_id[(otlp.span_id(span.get("traceId")), otlp.span_id(span.get("spanId")))] = span
+        request = {"resourceSpans": [{"scopeSpans": [{"spans": list(by_id.values())}]}]}
+        rebuilt = SPAN_PARSERS[fmt](json.dumps(request))
+        out += rebuilt
+        stale |= {t.id for t in stored} - {t["id"] for t in rebuilt}
+    return out, stale

@@ -1,0 +1,6 @@
+"""Agent traces in (semantics §19): parsers for OpenTelemetry GenAI (OTLP JSON and protobuf),
+OpenInference, Langfuse exports and Inspect AI eval logs, and signature derivation.
+
+Every module here is pure: plain data in, plain trajectory dicts out, no Django.
+`lifecycle.services.traces` hands the result to the corpus import.
+"""

@@ -1,0 +1,206 @@
+"""The comparator's parts (semantics §12): the equivalence lexicon, amounts and status
+classes, the feature vector, the shipped model and the script that fits it.
+
+Pure functions: no database, no Django settings needed.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from comparison import model as model_lib
+from comparison.compare import COMPONENTS, compare_rules, evidence_many
+from comparison.directives import directive_findings, steps
+from comparison.features import FEATURES, monotone
+from comparison.lexicon import canonical
+from comparison.quantities import quantities, quantity_agreement, status_class_agreement
+from comparison.swaps import explained_share, related
+from comparison.text import content, stem
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("when CUDA runs out of memory", "when the GPU ran out of VRAM"),
+        ("when the pod is OOMKilled", "when the pod is out of memory"),
+        ("when open() fails with EMFILE", "when open() fails with too many open files"),
+        ("raise the file descriptor limit", "raise ulimit -n"),
+        ("when writes fail with ENOSPC", "when writes fail with no space left on device"),
+        ("when the API answers 429", "when the API answers 429 Too Many Requests"),
+        ("when the upstream returns 5xx", "when the upstream returns server-side errors"),
+        ("when the worker gets SIGKILL", "when the worker gets killed"),
+        ("when the read fails with ENOENT", "when the read fails with no such file or directory"),
+        ("when chmod fails with EACCES", "when chmod fails with permission denied"),
+        ("when the socket fails with ETIMEDOUT", "when the socket fails with timed-out"),
+        ("raise the TTL of the cache", "raise the expiry of the cache"),
+        ("turn the flag off", "disable the toggle"),
+        ("scrub the token from the logs", "redact the token from the logs"),
+    ],
+)
+def test_jargon_and_ops_synonyms_read_as_one_spelling(a, b):
+    assert content(canonical(a)) == content(canonical(b))
+
+
+def test_the_lexicon_leaves_a_verb_that_only_looks_like_jargon_alone():
+    # "throttle the client" is advice; "throttled" is the server's state.
+    assert canonical("throttle the client") == "throttle the client"
+    assert canonical("when requests are throttled") == "when requests are rate limited"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "agreement"),
+    [
+        ("when the job failed five times", "when the job failed once", -1.0),
+        ("retry after 30 seconds", "retry after 30 s", 1.0),
+        ("wait 1 minute", "wait 60s", 1.0),
+        ("cap the heap at 512 MB", "cap the heap at 1 GB", -1.0),
+        ("retry three times", "back off", 0.0),
+        # "once" opening a clause is "when", not a count.
+        ("once the build finishes, deploy", "deploy after the build", 0.0),
+    ],
+)
+def test_amounts_agree_by_value_and_unit(a, b, agreement):
+    assert quantity_agreement(a, b) == agreement
+
+
+def test_a_version_number_is_not_an_amount():
+    assert quantities("upgrade to python 3.12") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "agreement"),
+    [
+        ("when the API returns 502", "when the API returns 503", 1.0),
+        ("when the API returns 503", "when the API returns 404", -1.0),
+        ("when the API returns a server error", "when the API returns 500", 1.0),
+        ("when the API fails", "when the API returns 500", 0.0),
+    ],
+)
+def test_status_classes_agree_by_class(a, b, agreement):
+    assert status_class_agreement(canonical(a), canonical(b)) == agreement
+
+
+def test_plain_synonyms_and_shared_stems_are_related_terms():
+    assert related({"required"}, {"needed"})
+    assert related({"advisories"}, {"advisory"})
+    assert not related({"vault"}, {"become"})
+    assert stem("advisories") == "advisory"
+
+
+def test_a_change_of_synonyms_is_explained_and_a_swapped_term_is_not():
+    explained, unexplained, one_sided = explained_share(
+        "delete node_modules and reinstall", "remove node_modules and reinstall"
+    )
+    assert explained > 0 and unexplained == one_sided == 0
+    explained, unexplained, one_sided = explained_share(
+        "rerun it with --ask-become-pass", "rerun it with --ask-vault-pass"
+    )
+    assert explained == one_sided == 0 and unexplained > 0
+    explained, unexplained, one_sided = explained_share(
+        "pull the latest changes", "pull the latest changes with rebase"
+    )
+    assert explained == unexplained == 0 and one_sided > 0
+
+
+def test_a_rejected_option_is_not_a_step():
+    assert steps("rebuild the lock file instead of editing it by hand") == ("rebuild",)
+    assert steps("deploy only after the tests pass") == ("test", "deploy")
+
+
+def test_doing_what_the_other_rule_does_without_is_a_finding():
+    kinds = {
+        kind
+        for kind, _ in directive_findings(
+            "review each advisory before running npm audit fix --force",
+            "run npm audit fix --force immediately without reviewing the advisories",
+        )
+    }
+    assert "forbidden" in kinds
+
+
+# --- the feature vector and the model ------------------------------------------------
+
+
+def test_every_pair_gets_every_feature_as_a_finite_number():
+    pairs = [
+        ({"trigger": "when x fails", "directive": "retry"}, {"trigger": "", "directive": ""}),
+        ({"trigger": "", "directive": ""}, {"trigger": "when x fails", "directive": "retry"}),
+    ]
+    for found in evidence_many(pairs):
+        assert set(found.features) == set(FEATURES)
+        assert all(np.isfinite(v) for v in found.features.values())
+
+
+@pytest.mark.parametrize(
+    ("feature", "direction"),
+    [
+        ("trigger_agreement", 1),
+        ("directive_residual", 1),
+        ("trigger_conflict_error", -1),
+        ("directive_swapped", -1),
+        ("trigger_unexplained", -1),
+        ("trigger_changed", 0),
+    ],
+)
+def test_the_model_may_only_move_each_signal_the_way_language_says(feature, direction):
+    assert monotone(feature) == direction
+
+
+def test_the_shipped_model_reads_the_features_the_comparator_computes():
+    model = model_lib.load_model()
+    assert model.features == list(FEATURES)
+    assert 0.0 < model.partial_at < model.match_at < 1.0
+    probabilities = model.probabilities(np.zeros((3, len(FEATURES))))
+    assert probabilities.shape == (3,)
+    assert ((probabilities >= 0) & (probabilities <= 1)).all()
+
+
+def test_the_exported_trees_give_the_same_log_odds_as_the_fitted_classifier():
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + 0.5 * X[:, 1] * X[:, 2] > 0).astype(int)
+    fitted = HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(X, y)
+    spec = {
+        "features": ["a", "b", "c", "d"],
+        **model_lib.export_trees(fitted),
+        "platt": {"a": 1.0, "b": 0.0},
+        "thresholds": {"match": 0.5, "partial": 0.25},
+    }
+    exported = model_lib.Model(json.loads(json.dumps(spec)))
+    assert exported.margins(X) == pytest.approx(fitted.decision_function(X), abs=1e-6)
+
+
+def test_a_missing_model_file_fails_loudly_naming_it(tmp_path, monkeypatch):
+    from comparison.semantic import ComparatorUnavailable
+
+    monkeypatch.setattr(model_lib, "MODEL_JSON", tmp_path / "model.json")
+    monkeypatch.setattr(model_lib, "_model", None)
+    with pytest.raises(ComparatorUnavailable, match="model.json"):
+        model_lib.load_model()
+
+
+def test_a_result_leads_with_the_score_and_verdict_and_describes_its_components():
+    rule = {"trigger": "when git push fails", "directive": "pull and rebase"}
+    result = compare_rules(rule, rule)
+    assert list(result)[:2] == ["score", "verdict"]
+    assert set(result["components"]) == {"score", "semantic", "signature_agreement", "token_f1"}
+    assert result["components"] == COMPONENTS
+    assert all(isinstance(line, str) and line for line in COMPONENTS.values())
+
+
+def test_the_fit_is_deterministic_and_reads_only_training_splits(tmp_path):
+    from comparison import train
+
+    rows = train.read_rows()
+    assert {r["split"] for r in rows} <= set(train.TRAIN_SPLITS)
+    assert not {r["split"] for r in rows} & set(train.HELD_OUT_SPLITS)
+    small = [r for r in rows if r["split"] == "dev"]
+    params = {**train.PARAMS, "max_iter": 10}
+    first, report = train.fit(small, params)
+    second, _ = train.fit(small, params)
+    assert first == second
+    assert first["features"] == list(FEATURES)
+    assert 0.5 < report["cv_auc"] <= 1.0
