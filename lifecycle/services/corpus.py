@@ -4,14 +4,14 @@ anywhere still writes nothing.
 
 How a chunk goes through:
 - each line is parsed and checked (`parse_trajectory`), then serialised ONCE into the cells
-  the database receives; the content hash is the sha256 of those same cells, so re-import
-  compares what is stored, not how the line happened to be written;
+  the database receives, in COPY's text form; the content hash is the sha256 of that same
+  text, so re-import compares what is stored, not how the line happened to be written;
 - ids are checked set-based (`corpus_store`): one statement records the chunk's ids in a
   temporary table of the ids seen so far (a repeat is a duplicate, named with its first line)
-  and one fetches the stored hashes of the chunk's ids;
+  and returns the stored hashes of the chunk's ids;
 - the new and replaced rows go in by COPY (PostgreSQL) or `executemany` (SQLite).
-On PostgreSQL the writes of chunk k run on a second thread while chunk k+1 is validated: the
-database's work and Python's overlap, and at most two chunks are alive at once.
+On PostgreSQL the check and write of chunk k run on a second thread while chunk k+1 is
+validated: the database's work and Python's overlap, and at most two chunks are alive at once.
 
 After the first bad line nothing more is written, but the rest of the file is still checked,
 so every bad line is reported; then the transaction rolls back.
