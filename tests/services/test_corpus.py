@@ -2,6 +2,7 @@
 
 import gc
 import importlib
+import io
 import json
 from types import SimpleNamespace
 
@@ -335,3 +336,18 @@ def test_tabs_newlines_and_backslashes_survive_the_copy_text():
         (f"F-{odd}", "error:a\\b\tc"),
     }
     assert import_corpus(jsonl(line)).as_dict() == {"created": 0, "unchanged": 1, "updated": 0}
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_command_shows_a_progress_bar_on_a_terminal_only(tmp_path, capsys):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(jsonl(trajectory("F-001"), trajectory("F-002"))))
+    call_command("import_corpus", str(path), stdout=Terminal())
+    assert "import" in capsys.readouterr().err  # tqdm draws on stderr
+    call_command("import_corpus", str(path), "--json", stdout=Terminal())
+    call_command("import_corpus", str(path), stdout=io.StringIO())
+    assert capsys.readouterr().err == ""
