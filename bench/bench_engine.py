@@ -1,13 +1,20 @@
 """Engine timings on PostgreSQL: prints figures, asserts nothing.
 
-    DATABASE_URL=postgres://root@127.0.0.1:5432/cw_engine_bench .venv/bin/python bench/bench_engine.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_rounds_bench \
+        .venv/bin/python bench/bench_engine.py 1000 [--history 200000]
+    (add CELERY_BROKER_URL=redis://127.0.0.1:6379/5 to measure real Celery workers too)
 
-Measures, at a small and at a large history (journal events, retired rule versions, reports):
-- a forward-trial round deciding 1,000 candidates (target ≤ 2 s);
-- one report taken in with 1,000 candidates in force: ingest + trial enrolment (≤ 50 ms);
-- a replay round of 1,000 candidates with an instant backend: engine overhead per candidate
-  (≤ 5 ms), each candidate replaying 1 failing case and 2 protected wins.
-The database named in DATABASE_URL is wiped and reused: never point it at real data.
+With N candidates (the argument, default 1,000):
+- a forward-trial round deciding N candidates;
+- a replay round of N candidates with an instant backend (one failing case and two protected
+  wins each, single design): the engine's overhead per candidate — the round's wall time less
+  what the backend itself costs — which must not grow with N (semantics §9);
+- replays per second with a harness that takes 0.1 s per replay, at replay concurrency 1 and
+  8: threads in this process, and, with CELERY_BROKER_URL set, replay tasks on 2 Celery
+  workers × 4 processes started here (semantics §18).
+Each figure is printed with the load average: on a shared machine wall times carry everyone
+else's load. The database named in DATABASE_URL is wiped and reused: never point it at real
+data.
 """
 
 import json
@@ -31,12 +38,11 @@ from django.db import connection  # noqa: E402
 
 from lifecycle.models import JournalEvent, Report, Rule, RuleRead, TrialEnrolment  # noqa: E402
 from lifecycle.services.corpus import import_corpus  # noqa: E402
-from lifecycle.validation import read_jsonl  # noqa: E402
 from replay import receivers  # noqa: E402
-from replay.intake import reports_ingest  # noqa: E402
-from replay.services import round_run  # noqa: E402
+from replay.rounds import round_run  # noqa: E402
 
 N = 1000
+HARNESS_S = 0.1
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -155,8 +161,8 @@ def grow_history(size: int) -> None:
         cursor.execute("ANALYZE")
 
 
-def bench_forward_trial_round() -> Meter:
-    rules("FT", N)
+def bench_forward_trial_round_of(n: int) -> Meter:
+    rules("FT", n)
     TrialEnrolment.objects.bulk_create(
         [
             TrialEnrolment(
@@ -166,7 +172,7 @@ def bench_forward_trial_round() -> Meter:
                 enrolled_at=T0,
                 updated_at=T0,
             )
-            for i in range(N)
+            for i in range(n)
             for k in range(settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS)
         ],
         batch_size=5000,
@@ -174,36 +180,15 @@ def bench_forward_trial_round() -> Meter:
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     with Meter() as meter:
         vround = round_run()
-    assert vround.summary["decided"] == N, vround.summary
+    assert vround.summary["decided"] == n, vround.summary
+    Rule.objects.filter(id__startswith="FT").update(state="retired")
     return meter
 
 
-def bench_one_report(repeat: int = 15) -> list[Meter]:
-    times = []
-    for k in range(repeat):
-        # Each report meets 1,000 fresh candidates, so it enrols into all 1,000 trials; the
-        # previous ones retire and stay behind as history.
-        Rule.objects.filter(id__startswith="RP").update(state="retired")
-        rules(f"RP{k:02d}", N)
-        line = json.dumps(
-            {
-                "session_id": f"live-{k}",
-                "at": f"2026-02-01T00:{k:02d}:00Z",
-                "notices": ["breach:task_completion"],
-                "metrics": {"task_completion": 0.4},
-                "rules_read": [f"RP{k:02d}-00001"],
-            }
-        )
-        with Meter() as meter:
-            reports_ingest(read_jsonl([line]))
-        times.append(meter)
-        assert TrialEnrolment.objects.filter(rule__id__startswith=f"RP{k:02d}-").count() == N
-    Rule.objects.filter(id__startswith="RP").update(state="retired")
-    return times
-
-
-def bench_replay_round() -> tuple[Meter, float]:
-    lines = [
+def corpus_lines(n: int) -> list[dict]:
+    """n failing cases, each with its own error atom and the common `tool:bench` atom (an
+    atom every case carries, as `tool:git` is in a real corpus), and two protected wins."""
+    return [
         {
             "id": f"F-{i:05d}",
             "kind": "failure",
@@ -216,7 +201,7 @@ def bench_replay_round() -> tuple[Meter, float]:
             "started_at": (T0 + timedelta(seconds=i)).isoformat(),
             "replay_input": {"scope": f"scope-{i % 50}"},
         }
-        for i in range(N)
+        for i in range(n)
     ] + [
         {
             "id": f"S-{i}",
@@ -230,14 +215,24 @@ def bench_replay_round() -> tuple[Meter, float]:
         }
         for i in range(2)
     ]
-    import_corpus([json.dumps(line) for line in lines])
-    rules("RR", N)
-    settings.CAUTERWEB_REPLAY_BACKEND = "bench.bench_engine:instant"
+
+
+def replay_settings(backend: str, concurrency: int) -> None:
+    settings.CAUTERWEB_REPLAY_BACKEND = backend
+    settings.CAUTERWEB_REPLAY_DESIGN = "single"
+    settings.CAUTERWEB_REPLAY_CONCURRENCY = concurrency
+    settings.CAUTERWEB_REPLAY_TIMEOUT_S = 60.0
+
+
+def bench_replay_round(n: int, concurrency: int) -> tuple[Meter, float]:
+    Rule.objects.filter(state="candidate").update(state="retired")
+    rules(f"RR{concurrency}", n)
+    replay_settings("bench.bench_engine:instant", concurrency)
     with Meter() as meter:
         vround = round_run()
     settings.CAUTERWEB_REPLAY_BACKEND = ""
-    assert vround.summary["promoted"] == N, vround.summary
-    return meter, _instant_cost(lines[0], N * 3)
+    assert vround.summary["promoted"] == n, vround.summary
+    return meter, _instant_cost(corpus_lines(1)[0], n * 3)
 
 
 def _instant_cost(line: dict, calls: int) -> float:
@@ -254,46 +249,147 @@ def _instant_cost(line: dict, calls: int) -> float:
     return time.perf_counter() - began
 
 
+def slow(case, context):
+    """A harness that takes 0.1 s per replay."""
+    time.sleep(HARNESS_S)
+    return instant(case, context)
+
+
+def threads_only(eager: bool) -> None:
+    """Eager Celery: replays run on this process's threads, whatever the broker."""
+    from cauterweb.celery import app
+
+    app.conf.task_always_eager = eager
+
+
+def bench_throughput(concurrency: int, *, via: str, candidates: int = 32) -> tuple[int, float]:
+    """(replays, seconds) of one round of `candidates` fresh candidates, 3 replays each."""
+    Rule.objects.filter(state="candidate").update(state="retired")
+    rules(f"TP{via}{concurrency}", candidates)
+    replay_settings("bench.bench_engine:slow", concurrency)
+    began = time.perf_counter()
+    vround = round_run()
+    elapsed = time.perf_counter() - began
+    settings.CAUTERWEB_REPLAY_BACKEND = ""
+    assert vround.summary["promoted"] == candidates, vround.summary
+    return vround.summary["replays"], elapsed
+
+
+def celery_workers():
+    """2 workers × 4 processes on this database and broker; stopped by pid at the end."""
+    import subprocess
+
+    env = {
+        **os.environ,
+        "CAUTERWEB_REPLAY_BACKEND": "bench.bench_engine:slow",
+        "CAUTERWEB_REPLAY_TIMEOUT_S": "60",
+        "CAUTERWEB_ROUND_SCHEDULE_S": "3600",
+    }
+    root = Path(__file__).resolve().parent.parent
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "cauterweb",
+                "worker",
+                "--concurrency=4",
+                "--without-heartbeat",
+                "--without-mingle",
+                "--without-gossip",
+                "-n",
+                f"bench-{k}@%h",
+                "--loglevel=WARNING",
+            ],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for k in (1, 2)
+    ]
+    from cauterweb.celery import app
+
+    deadline = time.monotonic() + 60
+    while len(app.control.ping(timeout=0.5) or []) < 2 and time.monotonic() < deadline:
+        pass
+    return procs
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f} / {five:.1f} on {os.cpu_count()} CPUs"
+
+
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("n", type=int, nargs="?", default=N, help="candidates (default 1000)")
+    parser.add_argument("--history", type=int, default=0, help="journal events of history")
+    args = parser.parse_args()
+    n = args.n
     if connection.vendor != "postgresql":
-        sys.exit("run me on PostgreSQL: DATABASE_URL=postgres://…/cw_engine_bench")
+        sys.exit("run me on PostgreSQL: DATABASE_URL=postgres://…/cw_rounds_bench")
     call_command("migrate", verbosity=0)
     receivers.kick_round = lambda **kw: {"queued": False, "detail": "bench"}
+    threads_only(True)
+    print(f"engine bench on PostgreSQL {connection.pg_version}, N = {n} candidates", flush=True)
+    wipe()
+    grow_history(args.history)
+    ft = bench_forward_trial_round_of(n)
     print(
-        f"engine bench on PostgreSQL {connection.pg_version}, N = {N} candidates, "
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+        f"  forward-trial round deciding {n} candidates: {ft.wall:6.3f} s wall / {ft.cpu:6.3f} s "
+        f"CPU / {ft.statements} statements  ({load()})",
         flush=True,
     )
-    for history in (0, 200_000):
-        wipe()
-        grow_history(history)
-        label = (
-            f"history {history:>7,} journal events / {history // 2:,} reports / "
-            f"{history // 10:,} retired rules with {history // 2:,} trial enrolments"
-        )
-        # Each stage's rules stay behind as more history for the next one.
-        ft = bench_forward_trial_round()
-        reports = bench_one_report()
-        replay, backend_s = bench_replay_round()
-        median = sorted(reports, key=lambda m: m.wall)[len(reports) // 2]
-        print(f"\n[{label}]  (wall / this process's CPU / SQL statements)")
+    import_corpus([json.dumps(line) for line in corpus_lines(n)])
+    for concurrency in (1, 8):
+        replay, backend_s = bench_replay_round(n, concurrency)
+        overhead = (replay.wall - backend_s) / n * 1000
         print(
-            f"  forward-trial round deciding {N} candidates: {ft.wall:6.3f} s / {ft.cpu:6.3f} s"
-            f" / {ft.statements}  (target ≤ 2 s)"
-        )
-        print(
-            f"  one report, {N} candidates in force (median of {len(reports)}): "
-            f"{median.wall * 1000:6.1f} ms / {median.cpu * 1000:6.1f} ms / {median.statements}"
-            "  (target ≤ 50 ms)"
-        )
-        overhead = (replay.wall - backend_s) / N * 1000
-        print(
-            f"  replay round of {N} candidates (1 failing case + 2 wins each, instant backend): "
-            f"{replay.wall:6.2f} s / {replay.cpu:6.2f} s / {replay.statements}; engine overhead "
-            f"{overhead:5.2f} ms wall, {(replay.cpu - backend_s) / N * 1000:5.2f} ms CPU, "
-            f"{replay.statements / N:4.1f} statements per candidate  (target ≤ 5 ms)",
+            f"  replay round, {n} candidates x 3 replays, instant backend, concurrency "
+            f"{concurrency}: {replay.wall:6.2f} s; engine overhead per candidate {overhead:5.2f} "
+            f"ms wall, {(replay.cpu - backend_s) / n * 1000:5.2f} ms CPU, "
+            f"{replay.statements / n:4.1f} statements on the round's connection  ({load()})",
             flush=True,
         )
+    for concurrency in (1, 8):
+        replays, seconds = bench_throughput(concurrency, via="T")
+        print(
+            f"  {HARNESS_S:.1f} s harness, threads, concurrency {concurrency}: {replays} replays "
+            f"in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s  ({load()})",
+            flush=True,
+        )
+    if settings.CELERY_BROKER_URL.startswith("redis"):
+        bench_celery()
+
+
+def bench_celery() -> None:
+    from cauterweb.celery import app
+
+    threads_only(False)
+    app.control.purge()
+    procs = celery_workers()
+    try:
+        # Concurrency 1 replays in the round's own process (semantics §7.4), broker or not;
+        # the first pass at 8 warms the workers' processes and is not printed.
+        bench_throughput(8, via="W")
+        for concurrency in (1, 8):
+            replays, seconds = bench_throughput(concurrency, via="C")
+            where = "in the round's process" if concurrency == 1 else "Celery 2 workers x 4"
+            print(
+                f"  {HARNESS_S:.1f} s harness, {where}, concurrency {concurrency}: {replays} "
+                f"replays in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s  ({load()})",
+                flush=True,
+            )
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

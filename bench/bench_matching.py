@@ -196,7 +196,7 @@ def main() -> None:
         def fetch(r=r, opts=opts, newest=newest):
             qs = matching_trajectories(r, **opts)
             if newest:
-                # The engine's own ordering (replay.services): newest first, undated last.
+                # The engine's own ordering (replay.cases): newest first, undated last.
                 qs = qs.order_by(F("started_at").desc(nulls_last=True), "-id")[:newest]
             return list(qs.values_list("id", flat=True))
 

@@ -57,6 +57,16 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be one of: {', '.join(choices)}")
+    return value
+
+
 def env_callable_or_url(name: str) -> str:
     """A dotted `package.module:function` path or an http(s):// URL (semantics §14); checked here,
     imported lazily by the engine so a typo fails at start-up and not in the middle of a round."""
@@ -239,6 +249,18 @@ CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = env_float("CAUTERWEB_REPLAY_ENV_WAIT_TIMEO
 CAUTERWEB_VALIDATION_ROUND_BUDGET_S = env_float("CAUTERWEB_VALIDATION_ROUND_BUDGET_S", 0.0)
 CAUTERWEB_REPLAY_BACKEND = env_callable_or_url("CAUTERWEB_REPLAY_BACKEND")
 CAUTERWEB_VERIFIER = env_callable_or_url("CAUTERWEB_VERIFIER")
+# paired: treatment and control arms, repeated, decided statistically (semantics §17);
+# single: one replay per case against the recorded original (semantics §7).
+CAUTERWEB_REPLAY_DESIGN = env_choice("CAUTERWEB_REPLAY_DESIGN", "paired", ("paired", "single"))
+CAUTERWEB_REPLAY_MAX_REPEATS = env_int("CAUTERWEB_REPLAY_MAX_REPEATS", 8, minimum=1)
+CAUTERWEB_REPLAY_ALPHA = env_float("CAUTERWEB_REPLAY_ALPHA", 0.05)
+if not 0 < CAUTERWEB_REPLAY_ALPHA < 1:
+    raise ImproperlyConfigured(
+        f"CAUTERWEB_REPLAY_ALPHA={CAUTERWEB_REPLAY_ALPHA!r} must be between 0 and 1"
+    )
+# How many replays may run at once (semantics §18): Celery tasks across the workers when a
+# broker is configured, threads of one bounded pool in the embedded default.
+CAUTERWEB_REPLAY_CONCURRENCY = env_int("CAUTERWEB_REPLAY_CONCURRENCY", 1, minimum=1)
 # Key for the HMAC-SHA256 signature of HTTP replay requests (semantics §14).
 CAUTERWEB_REPLAY_HMAC_KEY = env_str("CAUTERWEB_REPLAY_HMAC_KEY", SECRET_KEY)
 # Base URL the HTTP harness uses to reach our rule tool and started signal.

@@ -61,6 +61,17 @@ def narrows_to(rule: Rule, query_atoms: frozenset[str], query_words: frozenset[s
     return False
 
 
+def narrow_active(active: list[Rule], query: str | None) -> list[Rule]:
+    """The active rules a read with `query` returns (semantics §4): a query may narrow the
+    active rules, never the candidates. The live tool and the replay context both ask this."""
+    if not (query and query.strip()):
+        return active
+    query_atoms, query_words = _query_terms(query)
+    if not (query_atoms or query_words):
+        return active
+    return [r for r in active if narrows_to(r, query_atoms, query_words)]
+
+
 def scope_rules(
     scope: str | None,
     *,
@@ -82,11 +93,7 @@ def scope_rules(
     active, candidates = [], []
     for rule in rules:
         (active if rule.state == RuleState.ACTIVE else candidates).append(rule)
-    if query and query.strip():
-        query_atoms, query_words = _query_terms(query)
-        if query_atoms or query_words:
-            active = [r for r in active if narrows_to(r, query_atoms, query_words)]
-    return active, candidates
+    return narrow_active(active, query), candidates
 
 
 def record_reads(

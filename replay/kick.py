@@ -7,21 +7,12 @@ no-op because the round lock is taken.
 """
 
 import logging
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 logger = logging.getLogger(__name__)
-
-_deferred = threading.local()
 
 
 def kick_round(*, reason: str) -> dict:
     """Enqueue a round. Returns {"queued": bool, "detail": str}."""
-    depth = getattr(_deferred, "depth", 0)
-    if depth:
-        _deferred.reasons.append(reason)
-        return {"queued": False, "detail": "deferred until the bulk load ends"}
     from .tasks import round_run_task
 
     try:
@@ -45,19 +36,3 @@ def _journal_kick_failure(reason: str, exc: Exception) -> None:
         )
     except Exception:
         logger.exception("could not journal a failed kick either")
-
-
-@contextmanager
-def kicks_deferred() -> Iterator[None]:
-    """Suppress per-item kicks during a bulk load; one kick when the outermost block ends."""
-    if not getattr(_deferred, "depth", 0):
-        _deferred.reasons = []
-    _deferred.depth = getattr(_deferred, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _deferred.depth -= 1
-        if not _deferred.depth and _deferred.reasons:
-            reasons = sorted(set(_deferred.reasons))
-            _deferred.reasons = []
-            kick_round(reason="bulk:" + ",".join(reasons))

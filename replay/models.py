@@ -24,6 +24,10 @@ class ValidationRound(models.Model):
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     kicked_by = models.CharField(max_length=64, blank=True)
+    # Replays queued / running / done per candidate in flight, for the live page (§18).
+    progress = models.JSONField(default=dict, blank=True)
+    # host:pid of the worker running it, so an operator (or a fault test) can find it.
+    worker = models.CharField(max_length=128, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -45,15 +49,95 @@ class EngineLock(models.Model):
         return f"{self.name} held by {self.holder or 'nobody'}"
 
 
-class ReplaySession(models.Model):
-    """One case replayed through the HTTP backend (semantics §14): the harness reaches the rule tool
-    and the started signal from another process, so the signal has to land somewhere shared."""
+class ReplayStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
 
-    id = models.CharField(max_length=160, primary_key=True)
+
+class ReplaySession(models.Model):
+    """One replay that runs outside the round's own process: a Celery replay task (semantics
+    §18) or a remote HTTP harness (semantics §14). The task finds its work here by id and
+    leaves its result here; the harness reaches the rule tool and the started signal through
+    `token`, the replay's own unguessable capability, so its reads land under this replay and
+    nowhere else."""
+
+    id = models.CharField(max_length=255, primary_key=True)
     rule = models.ForeignKey("lifecycle.Rule", on_delete=models.CASCADE, related_name="+")
     case_id = models.CharField(max_length=128)
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
+    round_id = models.PositiveIntegerField(null=True, blank=True)
+    kind = models.CharField(max_length=16, blank=True)  # "failing" | "win"
+    arm = models.CharField(max_length=16, blank=True)  # "treatment" | "control"
+    repeat = models.PositiveIntegerField(default=0)
+    token = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    result = models.JSONField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["round_id", "status"], name="replaysession_round")]
 
     def __str__(self) -> str:
         return self.id
+
+
+class Arm(models.TextChoices):
+    TREATMENT = "treatment"
+    CONTROL = "control"
+
+
+class SampleOutcome(models.TextChoices):
+    """A replay's outcome (semantics §7.5); only `scored` samples enter the statistics."""
+
+    SCORED = "scored"
+    CANDIDATE_NOT_EXERCISED = "candidate_not_exercised"
+    INCONCLUSIVE = "inconclusive"
+    ENV_WAIT_TIMEOUT = "env_wait_timeout"
+
+
+class ReplaySample(models.Model):
+    """One replay of one case in one arm under the paired design (semantics §17.3).
+
+    Samples accumulate across rounds up to `replay_max_repeats` per (rule, case, arm); every
+    attempt takes a repeat, scored or not, so a flaky case cannot be replayed forever. The
+    unique constraint is also the index the decision reads through: (rule, case, arm) are its
+    leading columns, so a separate index on them would only slow the writes."""
+
+    rule = models.ForeignKey(
+        "lifecycle.Rule", on_delete=models.CASCADE, related_name="replay_samples"
+    )
+    case = models.ForeignKey(
+        "lifecycle.Trajectory", on_delete=models.CASCADE, related_name="replay_samples"
+    )
+    arm = models.CharField(max_length=16, choices=Arm.choices)
+    repeat = models.PositiveSmallIntegerField()  # 0-based per (rule, case, arm)
+    round = models.ForeignKey(
+        ValidationRound, on_delete=models.SET_NULL, null=True, blank=True, related_name="samples"
+    )
+    outcome = models.CharField(max_length=32, choices=SampleOutcome.choices)
+    # The replayed last trace's metrics, tiers 0–2, as measured (not negated).
+    metrics = models.JSONField(default=dict, blank=True)
+    candidate_read = models.BooleanField(default=False)
+    replay_session = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "case", "arm", "repeat"], name="replay_sample_once"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(arm__in=Arm.values), name="replay_sample_arm"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(outcome__in=SampleOutcome.values),
+                name="replay_sample_outcome",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} {self.case_id} {self.arm} #{self.repeat} ({self.outcome})"

@@ -1,4 +1,5 @@
-"""Reads for the rounds pages and the charts: a fixed number of queries each."""
+"""Reads for the rounds pages and the charts (semantics §9, §10, §18): a fixed number of
+queries each."""
 
 from dataclasses import dataclass
 
@@ -85,6 +86,23 @@ def round_detail(vround: ValidationRound, *, page: str | int | None = None) -> d
         "previous": previous,
         "previous_first": previous.queue[0] if previous and previous.queue else None,
         "running": vround.status == RoundStatus.RUNNING,
+    }
+
+
+def round_progress(vround: ValidationRound) -> dict:
+    """What a live page polls (semantics §18): candidates in the queue, verdicts written,
+    candidates not reached yet, replays dispatched, and replays queued / running / done per
+    candidate in flight — as of the round's latest write, refreshed at least every second
+    while it waits on replays."""
+    progress = vround.progress or {}
+    return {
+        "round": vround.pk,
+        "running": vround.status == RoundStatus.RUNNING,
+        "candidates": progress.get("candidates", len(vround.queue)),
+        "written": progress.get("written", 0),
+        "waiting": progress.get("waiting", len(vround.queue)),
+        "replays": progress.get("replays", 0),
+        "in_flight": progress.get("in_flight", {}),
     }
 
 

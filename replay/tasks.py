@@ -1,11 +1,19 @@
-"""The round as a Celery task (semantics §9.1): thin — one call into the engine."""
+"""Celery tasks (semantics §9.1, §18): thin — each takes ids and makes one call."""
 
 from celery import shared_task
 
 
 @shared_task(name="replay.tasks.round_run_task", ignore_result=True)
 def round_run_task(*, kicked_by: str = "") -> int | None:
-    from .services import round_run
+    from .rounds import round_run
 
     vround = round_run(kicked_by=kicked_by)
     return vround.pk if vround else None
+
+
+@shared_task(name="replay.tasks.replay_task", ignore_result=True)
+def replay_task(*, session_id: str) -> bool:
+    """One replay of a round, on whichever worker is free; its result goes to its row."""
+    from .dispatch import run_stored
+
+    return run_stored(session_id)

@@ -1,5 +1,6 @@
-"""The demo settles as promised: promoted and retired by replay with per-case evidence,
-decided by forward trial, and pending with a named reason (semantics §7–§10)."""
+"""The demo settles with every kind of outcome: promoted and retired by paired replays with
+per-case, per-arm evidence, decided by forward trial, and pending with a named reason
+(semantics §7–§10, §17)."""
 
 import pytest
 from django.core.management import call_command
@@ -22,7 +23,8 @@ def test_the_demo_settles_with_every_kind_of_outcome(demo):
     assert (rules["C-002"].state, rules["C-002"].last_validator) == ("retired", "replay")
     assert "protected win" in rules["C-002"].verdict_reason
     retired = JournalEvent.objects.get(rule_id="C-002", type="rule_retired").evidence
-    assert retired["cases"] and all("attribution" in case for case in retired["cases"])
+    assert {case["arm"] for case in retired["cases"]} == {"treatment", "control"}
+    assert any(r["rejected"] for r in retired["paired"]["regressions"])
     assert (rules["C-009"].state, rules["C-009"].last_validator) == ("active", "forward_trial")
     assert rules["C-013"].state == "candidate" and rules["C-013"].pending_reason
 

@@ -1,11 +1,13 @@
 """The HTTP replay backend (semantics §14): one signed POST per case to a remote harness.
 
-The body is `{case, rule, replay_token, rule_tool_url, started_url}`, signed with
+The body is `{case, rule, arm, replay_token, rule_tool_url, started_url}`, signed with
 HMAC-SHA256 over the exact bytes sent (header `X-CauterWeb-Signature: sha256=<hex>`). The
 harness reads rules from `rule_tool_url` and signals `started_url`, presenting the token in the
 `X-CauterWeb-Replay-Token` header; it answers with the session JSON as the response body.
 
-The token is signed, not stored: it names the replay session and the candidate, and expires.
+The token is the replay's own capability: random, unguessable, stored with the replay and
+valid while it runs. It is part of both URLs, so only this replay's harness can read rules as
+this replay or signal its start.
 """
 
 import hashlib
@@ -14,18 +16,11 @@ import json
 
 import requests
 from django.conf import settings
-from django.core import signing
 
 from .python import ReplayCase, ReplayContext
 
 SIGNATURE_HEADER = "X-CauterWeb-Signature"
-TOKEN_HEADER = "X-CauterWeb-Replay-Token"
-_TOKEN_SALT = "cauterweb.replay-token"
 CONNECT_TIMEOUT_S = 10.0
-
-
-class BadReplayToken(Exception):
-    pass
 
 
 def sign(body: bytes, *, key: str | None = None) -> str:
@@ -36,26 +31,6 @@ def sign(body: bytes, *, key: str | None = None) -> str:
 def signature_valid(body: bytes, header: str, *, key: str | None = None) -> bool:
     """For harness authors: check a request really came from this engine."""
     return hmac.compare_digest(sign(body, key=key), header or "")
-
-
-def token_max_age_s() -> float:
-    # Long enough for the slowest legal replay of one case, and no longer.
-    return settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S + settings.CAUTERWEB_REPLAY_TIMEOUT_S + 60
-
-
-def make_token(*, session_id: str, rule_id: str) -> str:
-    return signing.dumps({"s": session_id, "r": rule_id}, salt=_TOKEN_SALT, compress=True)
-
-
-def read_token(token: str) -> tuple[str, str]:
-    """(replay session id, candidate id), or BadReplayToken."""
-    try:
-        data = signing.loads(token or "", salt=_TOKEN_SALT, max_age=token_max_age_s())
-    except signing.SignatureExpired:
-        raise BadReplayToken("replay token expired") from None
-    except signing.BadSignature:
-        raise BadReplayToken("invalid replay token") from None
-    return data["s"], data["r"]
 
 
 def api_url(path: str) -> str:
@@ -81,9 +56,10 @@ class HttpBackend:
                     "replay_input": case.replay_input,
                 },
                 "rule": case.rule,
-                "replay_token": make_token(session_id=context.session_id, rule_id=case.rule["id"]),
-                "rule_tool_url": api_url("rules"),
-                "started_url": api_url("started"),
+                "arm": context.arm,
+                "replay_token": context.token,
+                "rule_tool_url": api_url(f"{context.token}/rules"),
+                "started_url": api_url(f"{context.token}/started"),
             },
             sort_keys=True,
             default=str,

@@ -35,8 +35,12 @@ class ReplayContext:
     """The capability-only context of one case's replay (semantics §7.3, §14).
 
     `rules_for(scope, query)` is supplied by the engine: it already hides every other candidate
-    and never touches the database, so a backend running in its own thread is safe to call it.
-    Every rule it returns is remembered for this case only — reads are counted per case."""
+    (and, in the control arm, the candidate too) and never touches the database, so a backend
+    running in its own thread is safe to call it. Every rule it returns is remembered for this
+    replay only — reads are counted per replay.
+
+    `arm` is "treatment" or "control" (semantics §17.1) and `repeat` the 0-based replay of this
+    case in this arm: a harness may use them to seed its own randomness reproducibly."""
 
     def __init__(
         self,
@@ -44,8 +48,12 @@ class ReplayContext:
         session_id: str,
         rules_for: Callable[[str | None, str | None], list[dict]],
         clock: Callable[[], float] = time.monotonic,
+        arm: str = "treatment",
+        repeat: int = 0,
     ):
         self.session_id = session_id
+        self.arm = arm
+        self.repeat = repeat
         self._rules_for = rules_for
         self._clock = clock
         self._lock = threading.Lock()

@@ -12,10 +12,10 @@ import pytest
 from cauterweb.client import CauterWeb, CauterWebError, serve_harness, signature
 from lifecycle.models import RuleRead, Trajectory
 from lifecycle.services.tokens import token_create
-from replay.services import round_run
-from tests.test_engine_scenarios import (  # noqa: F401  (fixtures)
-    case_events,
+from replay.rounds import round_run
+from tests.services.test_engine_scenarios import (  # noqa: F401  (fixtures)
     corpus,
+    events,
     failing,
     registry_seeded,
     rule,
@@ -121,10 +121,17 @@ def test_a_scripted_agent_served_by_the_harness_is_replayed_end_to_end(harness):
     corpus(failing("F-1"))
     rule(directive="pull latest changes before pushing")
     round_run()
-    assert seen and seen[0][:2] == ("F-1", "failing")
-    f1 = case_events()["F-1"]
-    assert f1["candidate_read"] is True
-    assert RuleRead.objects.filter(session_id=f1["replay_session"], via="replay").exists()
+    # Paired replays (semantics §17.1): the harness is told each replay's arm, and only the
+    # treatment arm is handed the candidate through its own token.
+    assert {arm for case_id, kind, arm in seen if case_id == "F-1"} == {"treatment", "control"}
+    replays = [e.evidence for e in events("R-1", "validation_replay_case")]
+    treatment = [e for e in replays if e["arm"] == "treatment"]
+    control = [e for e in replays if e["arm"] == "control"]
+    assert treatment and all(e["candidate_read"] for e in treatment)
+    assert control and not any(e["candidate_read"] for e in control)
+    assert RuleRead.objects.filter(
+        session_id=treatment[0]["replay_session"], via="replay"
+    ).exists()
     assert state_of().state == "active"
 
 

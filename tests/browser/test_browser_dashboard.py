@@ -106,7 +106,7 @@ def test_a_reviewer_retires_a_rule_by_hand_and_finds_the_journal_event(signed_in
 def worker(monkeypatch, settings):
     """Celery as if a worker ran it: a kick starts the round in a thread, and each replay waits
     for harness.release so the test sees the round while it runs."""
-    from replay.services import round_run
+    from replay.rounds import round_run
     from replay.tasks import round_run_task
 
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.browser.harness:gated_replay"

@@ -21,7 +21,7 @@ from lifecycle.states import Actor
 from lifecycle.traces.model import TraceRejected
 from lifecycle.validation import ImportRejected, read_jsonl
 from replay.intake import reports_ingest
-from replay.services import run_until_settled
+from replay.rounds import run_until_settled
 
 DEMO_DIR = Path(lifecycle.__file__).resolve().parent / "fixtures" / "demo"
 DEMO_USER = "demo"

@@ -1,8 +1,8 @@
 """Every decision of the validation engine (semantics §6–§9) as plain functions over plain data.
 
-Nothing here touches the database, a backend or the clock: `replay.services` gathers the
+Nothing here touches the database, a backend or the clock: `replay.rounds` gathers the
 facts, asks these functions, and writes what they decided. That is what lets the tests run
-every rule of the spec exhaustively without a database.
+every rule of the semantics exhaustively without a database.
 """
 
 from collections.abc import Iterable, Sequence
@@ -20,6 +20,8 @@ SCORED = "scored"
 INCONCLUSIVE = "inconclusive"
 ENV_WAIT_TIMEOUT = "env_wait_timeout"
 NOT_EXERCISED = "candidate_not_exercised"
+# A control replay shown the candidate (semantics §17.2): the engine's fault, never a sample.
+ENGINE_DEFECT = "engine_defect"
 
 # Attribution decisions (semantics §7.7).
 ATTRIBUTABLE = "attributable"
@@ -170,6 +172,20 @@ def metric_deltas(original: dict, replayed: dict, registry: Registry) -> dict:
     return out
 
 
+def replay_metrics(metrics: dict, registry: Registry) -> dict:
+    """{canonical metric: value} of the tier 0–2 metrics a replay is scored on (§7.4)."""
+    out = {}
+    for name, value in sorted(metrics.items()):
+        info = registry.resolve(name)
+        if info is not None and info.tier <= MAX_REPLAY_TIER:
+            out[info.name] = float(value)
+    return out
+
+
+def lower_is_better(registry: Registry) -> frozenset[str]:
+    return frozenset(name for name, info in registry.items() if not info.higher_is_better)
+
+
 def canonical(name: str, registry: Registry) -> str:
     info = registry.resolve(name) if name else None
     return info.name if info else name
@@ -268,6 +284,33 @@ def case_outcome(
     if not candidate_read:
         return NOT_EXERCISED
     return SCORED
+
+
+def arm_outcome(
+    *, arm: str, env_wait_expired: bool, failed: bool, scored: bool, candidate_read: bool
+) -> str:
+    """The outcome of one paired replay (semantics §17.2): a treatment replay that did not
+    read the candidate is not exercised; a control replay that was shown it is an engine
+    defect. Neither is a sample."""
+    if env_wait_expired:
+        return ENV_WAIT_TIMEOUT
+    if failed or not scored:
+        return INCONCLUSIVE
+    if arm == "control":
+        return ENGINE_DEFECT if candidate_read else SCORED
+    return SCORED if candidate_read else NOT_EXERCISED
+
+
+def paired_pending_reason(treatment_outcomes: Sequence[str], pending_reason: str) -> str:
+    """Why a paired candidate is pending: when no treatment replay scored, the same reason
+    §7.9 gives for a single replay (env wait, not exercised); otherwise the design's own."""
+    if not treatment_outcomes or SCORED in treatment_outcomes:
+        return pending_reason or REPLAY_INCONCLUSIVE
+    if all(o == ENV_WAIT_TIMEOUT for o in treatment_outcomes):
+        return ENV_WAIT_TIMEOUT
+    if NOT_EXERCISED in treatment_outcomes:
+        return NOT_EXERCISED
+    return pending_reason or REPLAY_INCONCLUSIVE
 
 
 def score_case(

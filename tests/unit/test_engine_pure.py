@@ -368,3 +368,54 @@ def test_a_pending_replay_consults_the_trial_in_the_same_round(
         replay=replay, trial=trial, over_budget=over, min_sessions=5, margins=M
     )
     assert (v.outcome, v.validator, v.pending_reason) == (outcome, validator, reason)
+
+
+# --- paired replays (semantics §17.2) and concurrent rounds (§18) --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arm", "env_wait_expired", "failed", "scored", "read", "expected"),
+    [
+        ("treatment", False, False, True, True, engine.SCORED),
+        ("treatment", False, False, True, False, engine.NOT_EXERCISED),
+        ("control", False, False, True, False, engine.SCORED),
+        ("control", False, False, True, True, engine.ENGINE_DEFECT),
+        ("treatment", True, False, False, False, engine.ENV_WAIT_TIMEOUT),
+        ("control", True, True, False, False, engine.ENV_WAIT_TIMEOUT),
+        ("treatment", False, True, False, True, engine.INCONCLUSIVE),
+        ("control", False, False, False, False, engine.INCONCLUSIVE),
+    ],
+)
+def test_each_paired_replay_has_exactly_one_outcome(
+    arm, env_wait_expired, failed, scored, read, expected
+):
+    assert (
+        engine.arm_outcome(
+            arm=arm,
+            env_wait_expired=env_wait_expired,
+            failed=failed,
+            scored=scored,
+            candidate_read=read,
+        )
+        == expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "design_reason", "expected"),
+    [
+        ([], "replay_inconclusive", "replay_inconclusive"),
+        (["scored", "candidate_not_exercised"], "replay_inconclusive", "replay_inconclusive"),
+        (["env_wait_timeout", "env_wait_timeout"], "replay_inconclusive", "env_wait_timeout"),
+        (["env_wait_timeout", "candidate_not_exercised"], "", "candidate_not_exercised"),
+        (["inconclusive", "env_wait_timeout"], "", "replay_inconclusive"),
+    ],
+)
+def test_a_paired_candidate_without_a_scored_treatment_says_why(outcomes, design_reason, expected):
+    assert engine.paired_pending_reason(outcomes, design_reason) == expected
+
+
+def test_replay_metrics_are_tiers_0_to_2_under_their_canonical_names():
+    replayed = {"completion": 0.5, "plan_quality": 0.9, "unknown": 1.0, "error_rate": 0.1}
+    assert engine.replay_metrics(replayed, REGISTRY) == {"task_completion": 0.5, "error_rate": 0.1}
+    assert engine.lower_is_better(REGISTRY) == frozenset({"error_rate"})

@@ -1,7 +1,7 @@
 """Rounds through real Celery workers on Redis and PostgreSQL (semantics §3, §9.1).
 
 Run with both services, e.g.:
-    CELERY_BROKER_URL=redis://127.0.0.1:6379/1 DATABASE_URL=postgres://root@127.0.0.1:5432/cw_engine \\
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/4 DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_rounds \\
         .venv/bin/python -m pytest tests/test_engine_celery.py
 The workers are subprocesses pointed at pytest-django's test database (`test_<name>`), so the
 data they see is what the test committed (transactional_db).
@@ -25,10 +25,10 @@ from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.builders import T0, jsonl, report
-from tests.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
+from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SIMULATED = "replay.backends.simulated:replay"
 
 
@@ -52,6 +52,7 @@ def workers(django_db_setup, django_db_blocker):
         "DATABASE_URL": _database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "CAUTERWEB_REPLAY_BACKEND": SIMULATED,
+        "CAUTERWEB_REPLAY_DESIGN": "single",
         "CAUTERWEB_ROUND_SCHEDULE_S": "3600",
     }
     procs = [

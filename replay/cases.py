@@ -1,0 +1,188 @@
+"""What a candidate is replayed against (semantics §7.1–§7.3): its failing cases, the protected
+wins of its scope, and the capability-only context each replay sees.
+
+Failing cases are selected per candidate, when the round reaches it, so a trajectory imported
+during an earlier replay is seen. The selection starts from the rarest of the rule's
+failure-mode atoms (the atom counts are read once per round), so a common atom such as
+`tool:git` costs a few index probes instead of a walk of its whole posting list.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Count, Exists
+
+from lifecycle import atoms as atom_lib
+from lifecycle.journal import EventType
+from lifecycle.matching import NEWEST_FIRST, matching_trajectories
+from lifecycle.metrics import Registry
+from lifecycle.models import Rule, RuleState, Trajectory, TrajectoryAtom, TrajectoryKind
+from lifecycle.scopes import narrow_active, rule_as_dict
+
+from . import engine
+from .backends.python import ReplayCase
+
+TREATMENT = "treatment"
+CONTROL = "control"
+_CHUNK = 5000
+
+
+def case_ref(t: Trajectory) -> engine.CaseRef:
+    scope = t.replay_input.get("scope") if isinstance(t.replay_input, dict) else None
+    return engine.CaseRef(id=t.id, started_at=t.started_at, scope=scope)
+
+
+def atom_counts(rules: Iterable[Rule]) -> dict[str, int]:
+    """How many trajectories carry each failure-mode atom of `rules`: one grouped read of
+    the (atom, trajectory) index per round, chunked."""
+    wanted = sorted({a for r in rules for a in atom_lib.failure_mode_atoms(r.signature)})
+    counts = dict.fromkeys(wanted, 0)
+    for start in range(0, len(wanted), _CHUNK):
+        rows = (
+            TrajectoryAtom.objects.filter(atom__in=wanted[start : start + _CHUNK])
+            .values("atom")
+            .annotate(n=Count("id"))
+            .values_list("atom", "n")
+        )
+        counts.update(rows)
+    return counts
+
+
+def failing_cases(
+    rule: Rule, *, limit: int, counts: dict[str, int], registry: Registry
+) -> list[Trajectory]:
+    """The candidate's matching replayable failing cases, newest first (semantics §7.1, §11),
+    and none once the rule is no longer a candidate: the same statement asks both, so the
+    round learns that a reviewer retired it before any replay starts (semantics §9.5)."""
+    failure_mode = atom_lib.failure_mode_atoms(rule.signature)
+    if failure_mode:
+        atoms = sorted(failure_mode, key=lambda a: (counts.get(a, 0), a))
+        rows = _newest_with_atoms(atoms, limit, rule_id=rule.id)
+    else:
+        query = matching_trajectories(
+            rule, kinds=[TrajectoryKind.FAILURE], replayable=True, registry=registry
+        ).filter(Exists(Rule.objects.filter(pk=rule.id, state=RuleState.CANDIDATE)))
+        rows = list(query.order_by(*NEWEST_FIRST)[:limit])
+    by_id = {t.id: t for t in rows}
+    refs = engine.select_failing_cases(map(case_ref, rows), limit=limit)
+    return [by_id[c.id] for c in refs]
+
+
+def _newest_with_atoms(atoms: list[str], limit: int, *, rule_id: str) -> list[Trajectory]:
+    """The newest replayable failures carrying every atom, rarest atom first: its posting
+    list is read (materialised, so the planner cannot start elsewhere) and each of its
+    trajectories probes the (atom, trajectory) index for the others. One round trip."""
+    traj, atom, rule = (m._meta.db_table for m in (Trajectory, TrajectoryAtom, Rule))
+    materialized = "MATERIALIZED" if connection.vendor == "postgresql" else ""
+    probes = " ".join(
+        f"AND EXISTS (SELECT 1 FROM {atom} o WHERE o.trajectory_id = t.id AND o.atom = %s)"
+        for _ in atoms[1:]
+    )
+    sql = (
+        f"WITH rare AS {materialized} (SELECT trajectory_id FROM {atom} WHERE atom = %s) "
+        f"SELECT t.* FROM rare JOIN {traj} t ON t.id = rare.trajectory_id "
+        f"WHERE t.kind = %s AND t.replayable {probes} "
+        f"AND EXISTS (SELECT 1 FROM {rule} r WHERE r.id = %s AND r.state = %s) "
+        "ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s"
+    )
+    params = [atoms[0], TrajectoryKind.FAILURE, *atoms[1:], rule_id, RuleState.CANDIDATE, limit]
+    return list(Trajectory.objects.raw(sql, params))
+
+
+def protected_wins(scope: str, *, limit: int, cache: dict) -> list[Trajectory]:
+    """Up to `limit` replayable successes, newest first, the scope's own first (semantics
+    §7.2): the same for every candidate of a scope, so read once per scope and round."""
+    if scope not in cache:
+        wins = Trajectory.objects.filter(kind=TrajectoryKind.SUCCESS, replayable=True)
+        rows = list(wins.filter(replay_input__scope=scope).order_by(*NEWEST_FIRST)[:limit])
+        if len(rows) < limit:
+            others = wins.exclude(pk__in=[w.pk for w in rows]).order_by(*NEWEST_FIRST)
+            rows += list(others[: limit - len(rows)])
+        by_id = {t.id: t for t in rows}
+        refs = engine.select_protected_wins(map(case_ref, rows), scope=scope, limit=limit)
+        cache[scope] = [by_id[c.id] for c in refs] if limit else []
+    return cache[scope]
+
+
+def trajectory_dict(t: Trajectory) -> dict:
+    """The trajectory as imported (semantics §14 `case.trajectory`)."""
+    return {
+        "id": t.id,
+        "kind": t.kind,
+        "task": t.task,
+        "steps": t.steps,
+        "outcome": t.outcome,
+        "metrics": t.metrics,
+        "signature": t.signature,
+        "notices": t.notices,
+        "session_id": t.session_id,
+        "started_at": t.started_at.isoformat() if t.started_at else None,
+        "corpus": t.corpus,
+        "replayable": t.replayable,
+        "replay_input": t.replay_input,
+        "meta": t.meta,
+    }
+
+
+def replay_input(t: Trajectory):
+    return t.replay_input if t.replay_input is not None else t.task
+
+
+def replay_case(t: Trajectory, kind: str, rule: Rule) -> ReplayCase:
+    return ReplayCase(
+        id=t.id,
+        kind=kind,
+        trajectory=trajectory_dict(t),
+        replay_input=replay_input(t),
+        rule=rule_as_dict(rule),
+    )
+
+
+@dataclass(frozen=True)
+class Actives:
+    """The active rules every replay of a round shows as its baseline (semantics §7.3), as they
+    were when the round started: a rule promoted during the round joins the baseline of the
+    next round, so a replay sees the same rules whenever it runs and verdicts do not depend
+    on how many replays ran at once (semantics §18)."""
+
+    ordered: tuple[Rule, ...]
+    by_scope: dict
+
+    @classmethod
+    def of(cls, rules: Iterable[Rule]) -> "Actives":
+        ordered = tuple(sorted(rules, key=lambda r: (r.recorded_at, r.id)))
+        by_scope: dict[str, list[Rule]] = {}
+        for rule in ordered:
+            by_scope.setdefault(rule.scope, []).append(rule)
+        return cls(ordered=ordered, by_scope=by_scope)
+
+    @classmethod
+    def at_round_start(cls, round_id: int | None = None) -> "Actives":
+        """Read from the database; a replay task in another process leaves out the rules its
+        round promoted since it started."""
+        rules = Rule.objects.filter(state=RuleState.ACTIVE)
+        if round_id is not None:
+            rules = rules.exclude(
+                pk__in=Rule.objects.filter(
+                    events__type=EventType.RULE_PROMOTED, events__round_id=round_id
+                ).values("pk")
+            )
+        return cls.of(rules)
+
+
+def rule_tool(
+    actives: Actives, candidate: Rule, *, arm: str
+) -> Callable[[str | None, str | None], list[dict]]:
+    """The replay's rule tool (semantics §7.3, §17.1): the active rules as the baseline,
+    narrowed by the query exactly as the live tool narrows them, and the candidate under test
+    in the treatment arm only; no other candidate, ever. Built from rules in memory, so a
+    backend thread never needs the database."""
+    shown = [candidate] if arm == TREATMENT else []
+
+    def rules(scope: str | None, query: str | None) -> list[dict]:
+        active = list(actives.ordered) if scope is None else actives.by_scope.get(scope, [])
+        mine = [c for c in shown if scope is None or c.scope == scope]
+        return [rule_as_dict(r) for r in narrow_active(active, query) + mine]
+
+    return rules

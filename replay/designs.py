@@ -1,0 +1,252 @@
+"""One candidate's replays within a round, for either design (semantics §7, §17): which replays
+to ask for next, how each result scores, and the replay verdict once no more are wanted.
+
+No database and no clock: the round hands in the cases and the results, and the decisions are
+the pure engine's (`replay.engine`, `replay.engine.paired`).
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+from lifecycle.metrics import Registry
+
+from . import engine
+from .cases import TREATMENT
+from .config import PAIRED, RoundConfig
+from .dispatch import Job, RunResult
+from .engine import paired
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """A selected case as the design sees it."""
+
+    id: str
+    kind: str  # "failing" | "win"
+    metrics: dict  # the recorded original's
+    atoms: tuple  # signature + notices
+
+
+@dataclass(eq=False)
+class CandidateRun:
+    """The replays of one candidate in one round and what they showed."""
+
+    rule_id: str
+    round_id: int
+    rule_metric: str
+    trigger_metric: str | None
+    retire_on: list
+    cases: list  # [CaseSpec], failing first
+    cfg: RoundConfig
+    registry: Registry
+    prior: list = field(default_factory=list)  # [paired.Sample] from earlier rounds
+    samples: list = field(default_factory=list)  # [paired.Sample] of this round
+    scores: dict = field(default_factory=dict)  # position -> engine.CaseScore (single)
+    evidence: list = field(default_factory=list)  # validation_replay_case bodies, in order
+    reads: list = field(default_factory=list)  # (replay session, rule id) to record
+    outstanding: int = 0
+    batches: int = 0
+    _verdict: tuple = (-1, None)  # (samples seen, paired verdict): decided once per look
+
+    @property
+    def is_paired(self) -> bool:
+        return self.cfg.design == PAIRED
+
+    def next_batch(self) -> list[Job]:
+        """The next replays to run; [] when the candidate wants no more this round."""
+        if self.outstanding:
+            return []
+        if self.is_paired:
+            jobs = self._paired_batch()
+        else:
+            jobs = [] if self.batches else self._single_batch()
+        self.batches += 1
+        self.outstanding = len(jobs)
+        return jobs
+
+    def _single_batch(self) -> list[Job]:
+        # One replay per case, failing cases then wins (semantics §7.2).
+        return [
+            Job(
+                self.rule_id,
+                c.id,
+                c.kind,
+                TREATMENT,
+                0,
+                f"replay:{self.round_id}:{self.rule_id}:{c.id}",
+            )
+            for c in self.cases
+        ]
+
+    def _paired_batch(self) -> list[Job]:
+        everything = self.prior + self.samples
+        if self.samples and self.paired_verdict().outcome != paired.PENDING:
+            return []
+        taken: dict[tuple[str, str], int] = {}
+        for s in everything:
+            taken[(s.case_id, s.arm)] = max(taken.get((s.case_id, s.arm), 0), s.repeat + 1)
+        kinds = {c.id: c.kind for c in self.cases}
+        jobs = []
+        for case_id, arm in paired.next_requests(
+            everything, self.paired_cases(), self.paired_config()
+        ):
+            repeat = taken.get((case_id, arm), 0)
+            taken[(case_id, arm)] = repeat + 1
+            session = f"replay:{self.round_id}:{self.rule_id}:{case_id}:{arm}:{repeat}"
+            jobs.append(Job(self.rule_id, case_id, kinds[case_id], arm, repeat, session))
+        return jobs
+
+    def record(self, result: RunResult) -> None:
+        """Score one finished replay and keep its evidence."""
+        self.outstanding -= 1
+        if not result.reads_stored:
+            self.reads += [(result.job.session_id, rule_id) for rule_id in result.read]
+        case = next(c for c in self.cases if c.id == result.job.case_id)
+        if self.is_paired:
+            self.evidence.append(self._paired_evidence(case, result))
+        else:
+            score, body = self._single_score(case, result)
+            self.scores[[c.id for c in self.cases].index(case.id)] = score
+            self.evidence.append(body)
+
+    def ordered_evidence(self) -> list[dict]:
+        if self.is_paired:
+            return self.evidence
+        order = {c.id: i for i, c in enumerate(self.cases)}
+        return sorted(self.evidence, key=lambda e: order[e["case"]])
+
+    def replay_verdict(self) -> engine.Verdict:
+        if not self.cases:
+            return engine.decide_replay([], margins=self.cfg.margins)
+        if not self.is_paired:
+            return engine.decide_replay(
+                [self.scores[i] for i in sorted(self.scores)], margins=self.cfg.margins
+            )
+        verdict = self.paired_verdict()
+        pending = verdict.pending_reason or ""
+        if verdict.outcome == paired.PENDING:
+            pending = engine.paired_pending_reason(
+                [e["outcome"] for e in self.evidence if e["arm"] == TREATMENT], pending
+            )
+        decisive = (verdict.evidence.get("decisive") or {}).get("metric")
+        return engine.Verdict(
+            verdict.outcome, engine.REPLAY, verdict.reason, pending, deciding_metric=decisive
+        )
+
+    # --- single (semantics §7) ------------------------------------------------------------------
+
+    def _single_score(self, case: CaseSpec, result: RunResult) -> tuple[engine.CaseScore, dict]:
+        replayed = None if result.error or result.env_wait_expired else result.metrics
+        verifier_answered = replayed is not None and result.verifier_answer is not None
+        if verifier_answered:
+            replayed = {**replayed, engine.OUTCOME_METRIC: result.verifier_answer}
+        deltas = engine.metric_deltas(case.metrics, replayed or {}, self.registry)
+        read = self.rule_id in result.read
+        outcome = engine.case_outcome(
+            env_wait_expired=result.env_wait_expired,
+            failed=replayed is None,
+            deltas=deltas,
+            candidate_read=read,
+        )
+        score = engine.score_case(
+            case=case.id,
+            kind=case.kind,
+            outcome=outcome,
+            candidate_read=read,
+            deltas=deltas,
+            verifier_answered=verifier_answered,
+            rule_metric=self.rule_metric,
+            trigger_metric=self.trigger_metric,
+            retire_on_metrics=self.retire_on,
+            margins=self.cfg.margins,
+            error=result.error,
+        )
+        body = {
+            "case": case.id,
+            "kind": case.kind,
+            "replay_session": result.job.session_id,
+            "candidate_read": read,
+            "outcome": outcome,
+            "metrics": deltas,
+            "deciding_metric": score.deciding_metric,
+            "retire_on": self.retire_on,
+            "attribution": list(score.attribution),
+            "regressed": score.regressed,
+            "improved": score.improved,
+            "error": result.error,
+        }
+        return score, body
+
+    # --- paired (semantics §17) -----------------------------------------------------------------
+
+    def paired_config(self) -> paired.PairedConfig:
+        return paired.PairedConfig(
+            alpha=self.cfg.alpha,
+            promote_margin=self.cfg.margins.promote,
+            max_repeats=self.cfg.max_repeats,
+            lower_is_better=engine.lower_is_better(self.registry),
+        )
+
+    def paired_cases(self) -> list[paired.PairedCase]:
+        return [
+            paired.PairedCase(
+                case_id=c.id,
+                case_kind=c.kind,
+                deciding_metric=self._deciding_metric(c) if c.kind == "failing" else None,
+                retire_on=frozenset(self.retire_on) if c.kind == "failing" else frozenset(),
+            )
+            for c in self.cases
+        ]
+
+    def _deciding_metric(self, case: CaseSpec) -> str | None:
+        """Semantics §6 on what the case was scored on: the verifier's outcome when one is
+        wired, the rule's metric, the case's notice metric, else its first scored metric."""
+        scored = engine.replay_metrics(case.metrics, self.registry)
+        trusted = [engine.OUTCOME_METRIC] if self.cfg.verifier is not None else []
+        trusted += [self.rule_metric, engine.signature_metric(case.atoms, self.registry)]
+        return next((m for m in trusted if m and m in scored), min(scored, default=None))
+
+    def paired_verdict(self) -> paired.PairedVerdict:
+        """The verdict on every sample the rule has, computed once per completed batch."""
+        seen, verdict = self._verdict
+        if seen != len(self.samples):
+            everything = self.prior + self.samples
+            verdict = paired.decide_paired(everything, self.paired_cases(), self.paired_config())
+            self._verdict = (len(self.samples), verdict)
+        return verdict
+
+    def _paired_evidence(self, case: CaseSpec, result: RunResult) -> dict:
+        arm = result.job.arm
+        read = self.rule_id in result.read
+        replayed = None if result.error or result.env_wait_expired else result.metrics
+        if replayed is not None and result.verifier_answer is not None:
+            replayed = {**replayed, engine.OUTCOME_METRIC: result.verifier_answer}
+        metrics = engine.replay_metrics(replayed or {}, self.registry)
+        outcome = engine.arm_outcome(
+            arm=arm,
+            env_wait_expired=result.env_wait_expired,
+            failed=replayed is None,
+            scored=bool(metrics),
+            candidate_read=read,
+        )
+        if outcome == engine.ENGINE_DEFECT:
+            logger.error(
+                "engine defect: the control replay %s was shown candidate %s; not counted",
+                result.job.session_id,
+                self.rule_id,
+            )
+        usable = metrics if outcome == engine.SCORED else {}
+        self.samples.append(paired.Sample(case.id, case.kind, arm, result.job.repeat, usable))
+        return {
+            "case": case.id,
+            "kind": case.kind,
+            "arm": arm,
+            "repeat": result.job.repeat,
+            "replay_session": result.job.session_id,
+            "candidate_read": read,
+            "outcome": outcome,
+            "metrics": metrics,
+            "error": result.error,
+        }

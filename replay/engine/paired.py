@@ -1,0 +1,457 @@
+"""The verdict of the paired replay design (semantics §17) as plain functions over plain data.
+
+Interface (no Django; the round gathers the samples and writes what these decide):
+
+- `Sample(case_id, case_kind, arm, repeat, metrics)`: one replay of a case in one arm. Pass
+  every replay that took a repeat: one that scored nothing (inconclusive, timed out, a
+  treatment that did not read the candidate) is a Sample with empty `metrics`, so it counts
+  against `max_repeats` and enters no test. Metrics are the replayed last trace's, tiers 0–2,
+  as measured. A metric absent from a sample is skipped, never scored as a failure.
+- `PairedCase(case_id, case_kind, deciding_metric, retire_on)`: the selected cases, failing
+  ones first, in the order their replays are asked for.
+- `PairedConfig(alpha, promote_margin, regress_margin, max_repeats, batch, lower_is_better,
+  spending, retire_spending, family, resamples)`.
+- `decide_paired(samples, cases, config) -> PairedVerdict(outcome, reason, pending_reason,
+  evidence)`: "promote", "retire" or "pending" (`replay_inconclusive`).
+- `next_requests(samples, cases, config) -> [(case_id, arm), ...]`: the next batch, arms
+  interleaved; [] when every case and arm has had `max_repeats`. Ask it after a pending
+  verdict, run the whole batch, then decide again: a look is one completed batch.
+
+The decision (semantics §17.4), at each look, in this order:
+1. *Attributable regression* — "lower under treatment than control", one-sided, on the failing
+   cases' `retire_on` metrics and on every metric of the protected wins. `family` says what is
+   tested: "pooled" (the default) one test per kind of case and metric, stratified by case;
+   "cases" one per case and metric; "both". Holm over all of them (statsmodels). Any rejection
+   retires, naming the metric, the case that lost most, the effect and its interval.
+2. *Improvement* — the failing cases' deciding metrics, pooled and stratified by case, higher
+   under treatment, significant, and an estimated effect ≥ `promote_margin` → promote. Before
+   the last look, a promotion waits while an attributable metric visibly regresses (worse than
+   `regress_margin` and than 3 standard errors; see `_suspect`).
+3. Every case and arm at `max_repeats` and the effect's upper bound < `promote_margin` →
+   retire ("no improvement"); otherwise pending `replay_inconclusive`.
+
+The test (`replay.engine.stats`): a permutation test stratified by case — arm labels re-drawn
+within each case, so a hard case's treatment is never compared with an easy case's control —
+exact by enumeration when the relabellings are few (3 cases × 2 repeats: 216), Monte Carlo
+with `resamples` draws otherwise, seeded from the case ids and arm sizes, so a verdict is a
+function of its inputs. It is valid at any n and makes no normal approximation; on 0/1
+metrics it is the exact conditional test of the stratified 2×2 tables. The interval inverts
+the same test under a constant-shift model.
+
+Sequential looks (alpha spending). Looks happen on the batch grid next_requests walks: look k
+of K = ceil(max_repeats / batch), k = ceil(most repeats of any case and arm / batch). Look k
+spends α·(f(k/K) − f((k−1)/K)) and its tests run at that level. By the union bound the error
+over all looks is ≤ α·f(1) = α whatever the correlation between looks, so validity needs no
+joint distribution of the looks, which a permutation test does not give. `spending` (for
+promotion) and `retire_spending` (for regressions) choose f: "obf" (2 − 2Φ(z_{1−α/2}/√t),
+Lan–DeMets O'Brien–Fleming), "pocock" (α·ln(1 + (e − 1)t), Lan–DeMets Pocock), "bonferroni"
+(equal shares) or "last" (all of α at the last look, nothing before). Each kind of error —
+promoting a rule that changes nothing, retiring a rule that harms nothing — is held at α on
+its own.
+
+The defaults, and why (bench/bench_noise.py, 500–1,000 simulated rules per class: 3 failing
+cases and 2 wins, a failing task re-run succeeding half the time, judged metrics ±0.15):
+batches of 4 (two looks, at 4 and 8 repeats), "obf" for promotion, "last" for regressions.
+The union bound charges every look: a rule lifting success from 0.5 to 0.9 was promoted 85.8 %
+of the time with one look (all of α at 8 repeats, 80 replays each), 85.5 % with two OBF looks
+(72 replays when promoted) and 82.6 % with four (61 replays). Two looks keep nearly all the
+power and still stop a clear rescue at the first look. A regression on a protected win cannot
+be significant before the wins have several replays (2 against 2: p ≥ 1/6), so α spent on
+early regression tests is wasted; "last" spends it all where the evidence is, and `_suspect`
+keeps an early promotion from riding over a harm that is visible but not yet significant.
+Interval bounds are at the look's level (repeated confidence intervals): "the interval
+excludes 0" and "significant at this look" always agree.
+
+Lower-is-better metrics are negated first: every effect is treatment − control with positive
+meaning better. Evidence means and spreads are of the metrics as measured.
+"""
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+from statsmodels.stats.multitest import multipletests
+
+from . import stats
+
+TREATMENT, CONTROL = "treatment", "control"
+ARMS = (TREATMENT, CONTROL)
+FAILING, WIN = "failing", "win"
+PROMOTE, RETIRE, PENDING = "promote", "retire", "pending"
+REPLAY_INCONCLUSIVE = "replay_inconclusive"
+FAMILIES = ("pooled", "cases", "both")
+SPENDINGS = ("obf", "pocock", "bonferroni", "last")
+# How many standard errors a regression must exceed to hold a promotion back (see _suspect).
+VISIBLE_SE = 3.0
+TEST_NAME = "permutation test of treatment − control, arm labels re-drawn within each case"
+
+
+@dataclass(frozen=True)
+class Sample:
+    case_id: str
+    case_kind: str  # "failing" | "win"
+    arm: str  # "treatment" | "control"
+    repeat: int  # 0-based per (case, arm)
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class PairedCase:
+    case_id: str
+    case_kind: str
+    deciding_metric: str | None  # semantics §6, failing cases; None for wins
+    retire_on: frozenset[str] = frozenset()  # semantics §7.7, failing cases
+
+
+@dataclass(frozen=True)
+class PairedConfig:
+    alpha: float = 0.05
+    promote_margin: float = 0.05
+    regress_margin: float = 0.05
+    max_repeats: int = 8
+    batch: int = 4
+    lower_is_better: frozenset[str] = frozenset()
+    spending: str = "obf"
+    retire_spending: str = "last"
+    family: str = "pooled"
+    resamples: int = stats.RESAMPLES
+
+    def __post_init__(self):
+        if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
+            raise ValueError("alpha must be in (0, 1); max_repeats and batch at least 1")
+        if {self.spending, self.retire_spending} - set(SPENDINGS):
+            raise ValueError(f"spending must be one of {', '.join(SPENDINGS)}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}")
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    outcome: str  # "promote" | "retire" | "pending"
+    reason: str
+    pending_reason: str | None
+    evidence: dict
+
+
+@dataclass(frozen=True)
+class Look:
+    index: int  # 1-based
+    count: int
+    level: float  # the error rate this look may spend
+    spent: float  # cumulative, this look included
+
+
+# --- looks and spending ------------------------------------------------------------------------
+
+
+def spent_by(t: float, *, alpha: float, spending: str) -> float:
+    """Cumulative error rate allowed by information fraction t ∈ [0, 1]."""
+    t = min(max(t, 0.0), 1.0)
+    if t == 0:
+        return 0.0
+    if spending == "pocock":
+        return alpha * math.log(1 + (math.e - 1) * t)
+    if spending == "last":
+        return alpha if t >= 1 else 0.0
+    if spending == "obf":
+        return float(2 - 2 * norm.cdf(norm.ppf(1 - alpha / 2) / math.sqrt(t)))
+    return alpha * t
+
+
+def look(samples: Sequence[Sample], config: PairedConfig, spending: str | None = None) -> Look:
+    """Which look of the batch grid these samples are, and the level it may spend."""
+    count = math.ceil(config.max_repeats / config.batch)
+    most = max(_repeats_taken(samples).values(), default=0)
+    k = min(max(math.ceil(most / config.batch), 1), count)
+    spend = config.alpha, spending or config.spending
+    before = spent_by((k - 1) / count, alpha=spend[0], spending=spend[1])
+    spent = spent_by(k / count, alpha=spend[0], spending=spend[1])
+    return Look(index=k, count=count, level=spent - before, spent=spent)
+
+
+def _repeats_taken(samples: Iterable[Sample]) -> dict[tuple[str, str], int]:
+    taken: dict[tuple[str, str], set[int]] = {}
+    for s in samples:
+        taken.setdefault((s.case_id, s.arm), set()).add(s.repeat)
+    return {key: len(repeats) for key, repeats in taken.items()}
+
+
+# --- next batch --------------------------------------------------------------------------------
+
+
+def next_requests(
+    samples: Sequence[Sample], cases: Sequence[PairedCase], config: PairedConfig
+) -> list[tuple[str, str]]:
+    """The next batch: each case is topped up to the next multiple of `batch` repeats (never past
+    `max_repeats`) in both arms, handed out T, C, T, C … so that drift in the agent or its
+    environment hits both arms alike. [] when every case and arm is at `max_repeats`."""
+    taken = _repeats_taken(samples)
+    wanted = {}
+    for case in cases:
+        have = {arm: taken.get((case.case_id, arm), 0) for arm in ARMS}
+        # The grid point just above the arm that is behind: a batch cut short (a round out of
+        # budget) is completed before a new one starts, and the arms stay level.
+        goal = min(config.max_repeats, (min(have.values()) // config.batch + 1) * config.batch)
+        wanted[case.case_id] = {arm: min(config.batch, max(0, goal - have[arm])) for arm in ARMS}
+    out = []
+    for _ in range(config.batch):
+        for case in cases:
+            for arm in ARMS:
+                if wanted[case.case_id][arm]:
+                    wanted[case.case_id][arm] -= 1
+                    out.append((case.case_id, arm))
+    return out
+
+
+# --- the decision ------------------------------------------------------------------------------
+
+
+def decide_paired(
+    samples: Sequence[Sample], cases: Sequence[PairedCase], config: PairedConfig
+) -> PairedVerdict:
+    """The verdict of semantics §17.4 on every sample the rule has (see the module docstring)."""
+    promote_look = look(samples, config)
+    retire_look = look(samples, config, config.retire_spending)
+    values = _values(samples, config.lower_is_better)
+    regressions = _regressions(values, cases, config, retire_look.level)
+    improvement = _improvement(values, cases, config, promote_look.level)
+    done = not next_requests(samples, cases, config)
+    evidence = _evidence(samples, cases, config, promote_look, retire_look)
+    evidence |= {"regressions": regressions, "improvement": improvement}
+    blamed = [r for r in regressions if r["rejected"]]
+    if blamed:
+        worst = min(blamed, key=lambda r: (r["p_holm"], r["effect"], r["case"], r["metric"]))
+        evidence["decisive"] = {"case": worst["case"], "metric": worst["metric"]}
+        return PairedVerdict(RETIRE, _regression_reason(worst), None, evidence)
+    if improvement is not None:
+        evidence["decisive"] = {"case": None, "metric": improvement["metric"]}
+        suspect = _suspect(regressions, config.regress_margin) if not done else None
+        if improvement["significant"] and improvement["effect"] >= config.promote_margin:
+            if suspect is None:
+                reason = f"improved {improvement['metric']}: {_figures(improvement)}"
+                return PairedVerdict(PROMOTE, reason, None, evidence)
+            evidence["held_back_by"] = {"case": suspect["case"], "metric": suspect["metric"]}
+        if done and improvement["ci"][1] < config.promote_margin:
+            reason = (
+                f"no improvement on {improvement['metric']}: {_figures(improvement)}; the "
+                f"upper bound stays below the margin {config.promote_margin:.2f} after "
+                f"{config.max_repeats} repeats per case"
+            )
+            return PairedVerdict(RETIRE, reason, None, evidence)
+    reason = _pending_reason(samples, cases, config, improvement, done)
+    if "held_back_by" in evidence:
+        held = evidence["held_back_by"]
+        row = next(
+            r for r in regressions if (r["case"], r["metric"]) == (held["case"], held["metric"])
+        )
+        reason = (
+            f"improved {improvement['metric']} ({_interval(improvement)}), but {row['metric']} "
+            f"looks worse on {row['case']} ({_interval(row)}); " + reason.split("; ", 1)[1]
+        )
+    return PairedVerdict(PENDING, reason, REPLAY_INCONCLUSIVE, evidence)
+
+
+def _suspect(regressions: list[dict], margin: float) -> dict | None:
+    """The regression that visibly harms, if any: estimated worse than the regress margin and
+    than three standard errors of its own replays' spread.
+
+    Two replays per arm can never make one protected win's regression significant (the
+    smallest p-value a 2-against-2 permutation test can give is 1/6), while three failing
+    cases can make an improvement so (1/216). So an early look could promote a rule that
+    plainly breaks a win before that harm could be shown. Such a promotion waits, until the
+    last look, for the batches that show the harm significant (retire) or wash it out
+    (promote). A noise-sized dip does not hold it back. Waiting only moves a promotion to a
+    later look, which has its own share of alpha: the error rates stay as spent."""
+    worse = [r for r in regressions if r["effect"] <= -max(margin, VISIBLE_SE * r["se"])]
+    return min(worse, key=lambda r: (r["effect"], r["case"], r["metric"])) if worse else None
+
+
+def _evidence(samples, cases, config: PairedConfig, promote: Look, retire: Look) -> dict:
+    return {
+        "design": "paired",
+        "test": TEST_NAME,
+        "correction": f"Holm over the regression tests ({config.family})",
+        "alpha": config.alpha,
+        "look": promote.index,
+        "looks": promote.count,
+        "spending": {"promote": config.spending, "retire": config.retire_spending},
+        "alpha_look": {"promote": promote.level, "retire": retire.level},
+        "alpha_spent": {"promote": promote.spent, "retire": retire.spent},
+        "replays": len(samples),
+        "cases": _summary(samples, cases),
+        "decisive": None,
+    }
+
+
+def _values(samples: Iterable[Sample], lower_is_better: frozenset[str]) -> dict:
+    """{(case, arm, metric): [value, ...]} oriented so that higher is better."""
+    out: dict[tuple[str, str, str], list[float]] = {}
+    for s in sorted(samples, key=lambda s: (s.case_id, s.arm, s.repeat)):
+        for name, value in s.metrics.items():
+            v = -float(value) if name in lower_is_better else float(value)
+            out.setdefault((s.case_id, s.arm, name), []).append(v)
+    return out
+
+
+def _strata(values: dict, case_ids: Iterable[str], metric: str) -> list[tuple[str, stats.Stratum]]:
+    """The usable strata of `metric` over these cases: those with a value in each arm."""
+    out = []
+    for case_id in case_ids:
+        stratum = stats.Stratum(
+            treatment=tuple(values.get((case_id, TREATMENT, metric), ())),
+            control=tuple(values.get((case_id, CONTROL, metric), ())),
+        )
+        if stats.usable([stratum]):
+            out.append((case_id, stratum))
+    return out
+
+
+def _test(strata: Sequence[tuple[str, stats.Stratum]], config: PairedConfig) -> stats.ShiftTest:
+    # The seed comes from which replays are compared, not from their values: fixed per
+    # comparison, reproducible anywhere, and shared by the metrics measured on the same replays.
+    key = "|".join(f"{c}:{len(s.treatment)}:{len(s.control)}" for c, s in strata)
+    seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    return stats.shift_test([s for _, s in strata], seed=seed, resamples=config.resamples)
+
+
+def _regression_family(values: dict, cases: Sequence[PairedCase], family: str) -> list[tuple]:
+    """(kind, case ids, metric) of every regression test (semantics §7.7): on failing cases the
+    `retire_on` metrics, on protected wins every metric measured. "pooled": one test per kind
+    and metric, stratified by case; "cases": one per case and metric; "both": the two."""
+    by_kind: dict[tuple[str, str], list[str]] = {}
+    for case in cases:
+        if case.case_kind == WIN:
+            metrics = {m for (c, _, m) in values if c == case.case_id}
+        else:
+            metrics = set(case.retire_on)
+        for metric in metrics:
+            by_kind.setdefault((case.case_kind, metric), []).append(case.case_id)
+    tests = []
+    for (kind, metric), ids in sorted(by_kind.items()):
+        if family in ("pooled", "both"):
+            tests.append((kind, tuple(ids), metric))
+        if family in ("cases", "both") and not (family == "both" and len(ids) == 1):
+            tests += [(kind, (case_id,), metric) for case_id in ids]
+    return tests
+
+
+def _regressions(values: dict, cases: Sequence[PairedCase], config: PairedConfig, level: float):
+    rows = []
+    for kind, ids, metric in _regression_family(values, cases, config.family):
+        strata = _strata(values, ids, metric)
+        if not strata:
+            continue
+        by_case = {c: round(stats.weighted_effect([s]), 6) for c, s in strata}
+        row = {
+            "kind": kind,
+            "metric": metric,
+            "cases": list(by_case),
+            "case": min(by_case, key=lambda c: (by_case[c], c)),  # the most harmed
+            "by_case": by_case,
+            "se": round(stats.weighted_se([s for _, s in strata]), 6),
+        }
+        rows.append(row | _result(_test(strata, config), level, "less"))
+    if rows:
+        reject, p_holm, _, _ = multipletests(
+            [r["p_value"] for r in rows], alpha=level, method="holm"
+        )
+        for row, rejected, adjusted in zip(rows, reject, p_holm, strict=True):
+            row["p_holm"] = float(adjusted)
+            row["rejected"] = bool(rejected)
+    return rows
+
+
+def _improvement(values: dict, cases: Sequence[PairedCase], config: PairedConfig, level: float):
+    """The deciding metric pooled over the failing cases, stratified by case. Cases usually
+    share one deciding metric; when they do not, each stratum is its own case's metric and the
+    evidence names them all."""
+    strata, names = [], set()
+    for case in cases:
+        if case.case_kind == FAILING and case.deciding_metric:
+            mine = _strata(values, [case.case_id], case.deciding_metric)
+            strata += mine
+            names |= {case.deciding_metric} if mine else set()
+    if not strata:
+        return None
+    row = {"metric": "+".join(sorted(names)), "cases": [c for c, _ in strata]}
+    row |= _result(_test(strata, config), level, "greater")
+    row["significant"] = row["p_value"] <= level
+    return row
+
+
+def _result(result: stats.ShiftTest, level: float, side: str) -> dict:
+    return {
+        "effect": round(result.effect, 6),
+        "ci": [_finite(result.lower_bound(level)), _finite(result.upper_bound(level))],
+        "ci_level": round(1 - 2 * level, 6),
+        "alternative": side,
+        "p_value": result.p_greater if side == "greater" else result.p_less,
+        "method": result.method,
+        "relabellings": result.relabellings,
+    }
+
+
+def _finite(x: float) -> float | None:
+    # JSON has no infinity: an unbounded side of the interval is null.
+    return None if math.isinf(x) else round(x, 6)
+
+
+def _signed(x: float | None, infinite: str = "") -> str:
+    # A real minus sign: these sentences are read by people, on pages and in the journal.
+    return infinite if x is None else f"{x:+.2f}".replace("-", "−")
+
+
+def _interval(row: dict) -> str:
+    low, high = _signed(row["ci"][0], "−∞"), _signed(row["ci"][1], "+∞")
+    return f"effect {_signed(row['effect'])} [{low}, {high}]"
+
+
+def _figures(row: dict) -> str:
+    if "p_holm" in row:
+        return f"{_interval(row)}, Holm-adjusted p {row['p_holm']:.3g}"
+    return f"{_interval(row)}, p {row['p_value']:.3g}"
+
+
+def _regression_reason(row: dict) -> str:
+    what = "protected win" if row["kind"] == WIN else "failing case"
+    if len(row["cases"]) == 1:
+        return f"regressed {row['metric']} on {what} {row['case']}: {_figures(row)}"
+    most = f"most on {row['case']}, {_signed(row['by_case'][row['case']])}"
+    where = f"{what}s {', '.join(row['cases'])} ({most})"
+    return f"regressed {row['metric']} on {where}: {_figures(row)}"
+
+
+def _pending_reason(samples, cases, config: PairedConfig, improvement, done: bool) -> str:
+    if done:
+        need = "the interval still holds the margin after the last look"
+    else:
+        taken = _repeats_taken(samples)
+        fewest = min((taken.get((c.case_id, a), 0) for c in cases for a in ARMS), default=0)
+        need = f"needs more samples: {fewest} of {config.max_repeats} repeats per case"
+    if improvement is None:
+        return f"no comparison on the deciding metric yet; {need}"
+    return f"{_interval(improvement)}; {need}"
+
+
+def _summary(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> dict:
+    """Per case and arm: replays, and n, mean and sd of each metric as measured."""
+    out = {}
+    for case in cases:
+        arms = {}
+        for arm in ARMS:
+            mine = [s for s in samples if s.case_id == case.case_id and s.arm == arm]
+            metrics = {}
+            for name in sorted({m for s in mine for m in s.metrics}):
+                xs = [float(s.metrics[name]) for s in mine if name in s.metrics]
+                sd = float(np.std(xs, ddof=1)) if len(xs) > 1 else None
+                metrics[name] = {
+                    "n": len(xs),
+                    "mean": round(float(np.mean(xs)), 6),
+                    "sd": None if sd is None else round(sd, 6),
+                }
+            arms[arm] = {"replays": len(mine), "metrics": metrics}
+        out[case.case_id] = {"kind": case.case_kind, "arms": arms}
+    return out

@@ -1,0 +1,584 @@
+"""Validation rounds (semantics §7–§10, §18): the orchestration around the pure engine.
+
+A round takes the round lock, marks failed any round whose worker died, orders the candidates
+(rotation, §9.2) and walks them in that order, keeping up to `replay_concurrency` replays in
+flight (`replay.dispatch`). A candidate reached after the budget ran out, or without a
+backend, gets the forward-trial decision at once. A replayed candidate is decided as soon as
+its replays are in (`replay.designs`, the pure engine), and every verdict that is ready is
+written before the round waits for the next replay (`replay.verdicts`), so a verdict is never
+held back by another candidate's replay and a dead worker loses none that were decided.
+
+Cost per candidate is flat in the size of the queue: the queue's rules, trial counts and atom
+counts are read once; then per candidate an indexed "still a candidate?" probe before its
+first replay, one case selection, and its share of a write.
+"""
+
+import logging
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from lifecycle import journal
+from lifecycle.journal import EventType
+from lifecycle.metrics import load_registry
+from lifecycle.models import JournalEvent, Rule, RuleState
+
+from . import cases, engine, lock
+from .config import RoundConfig
+from .designs import CandidateRun, CaseSpec
+from .dispatch import CeleryPool, Job, RunResult, ThreadPool, context_for, open_session
+from .models import RoundStatus, ValidationRound
+from .trials import trial_counts, trial_of
+from .verdicts import ENGINE, Outcome, Writer, verdicts_write
+
+logger = logging.getLogger(__name__)
+
+# Ready forward-trial verdicts written together: a few statements per batch, not per rule.
+WRITE_BATCH = 500
+# The live page's progress is refreshed at most this often while the round waits on replays
+# (and with every write); it is for people watching, nothing decides on it.
+PROGRESS_EVERY_S = 1.0
+DEAD_WORKER = "the worker running this round stopped; its lock expired"
+
+
+class LockLost(Exception):
+    """The round lock expired and another worker took it: this round must stop."""
+
+
+def round_run(
+    *,
+    kicked_by: str = "",
+    now: datetime | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> ValidationRound | None:
+    """Run one round; None when another round holds the lock (semantics §9.1). Never raises.
+    `on_progress(written, queued)` is called after each write (the CLI's progress bar)."""
+    holder = lock.new_holder()
+    try:
+        if not lock.acquire(holder):
+            return None
+    except Exception:
+        logger.exception("could not take the round lock")
+        return None
+    try:
+        rounds_reap(now=timezone.now())
+        return _round(
+            holder=holder, kicked_by=kicked_by, now=now or timezone.now(), on_progress=on_progress
+        )
+    finally:
+        try:
+            lock.release(holder)
+        except Exception:
+            logger.exception("could not release the round lock; it will expire")
+
+
+def rounds_reap(*, now: datetime) -> list[int]:
+    """Mark failed, with their `validation_round_finished`, the rounds still `running` while
+    we hold the lock: their worker died and its lock expired (semantics §9.1). What they
+    decided was written as it was decided; the next round takes up the rest."""
+    reaped = []
+    for round_id in ValidationRound.objects.filter(status=RoundStatus.RUNNING).values_list(
+        "pk", flat=True
+    ):
+        summary = _summary_of(round_id)
+        summary["errors"] = [{"rule": None, "error": DEAD_WORKER}]
+        if _finish(round_id, summary, RoundStatus.FAILED, now):
+            reaped.append(round_id)
+    return reaped
+
+
+def _summary_of(round_id: int) -> dict:
+    """A dead round's summary, from the verdicts it wrote."""
+    outcomes = [
+        e["outcome"]
+        for e in JournalEvent.objects.filter(
+            round_id=round_id, type=EventType.VALIDATION_VERDICT
+        ).values_list("evidence", flat=True)
+    ]
+    decided = sum(o != "pending" for o in outcomes)
+    return {
+        "decided": decided,
+        "pending": len(outcomes) - decided,
+        "promoted": outcomes.count("promote"),
+        "retired": outcomes.count("retire"),
+        "skipped": 0,
+        "budget_exhausted": 0,
+        "replays": 0,
+    }
+
+
+def _finish(
+    round_id: int, summary: dict, status: str, at: datetime, progress: dict | None = None
+) -> bool:
+    """End a round once: the status moves from running and the event is journaled together
+    (a round reaped while it still ran does not finish a second time)."""
+    final = {} if progress is None else {"progress": progress}
+    with transaction.atomic():
+        changed = ValidationRound.objects.filter(pk=round_id, status=RoundStatus.RUNNING).update(
+            **final,
+            finished_at=at,
+            status=status,
+            summary=summary,
+            error="\n".join(e["error"] for e in summary.get("errors", [])),
+        )
+        if changed:
+            journal.write(
+                type=EventType.VALIDATION_ROUND_FINISHED,
+                actor=ENGINE,
+                round_id=round_id,
+                at=at,
+                evidence=summary,
+            )
+    return bool(changed)
+
+
+def _queue() -> list[str]:
+    """The candidates in this round's order (semantics §9.2 rotation)."""
+    candidates = list(
+        Rule.objects.filter(state=RuleState.CANDIDATE)
+        .order_by("recorded_at", "id")
+        .values_list("recorded_at", "id")
+    )
+    previous = ValidationRound.objects.order_by("-id").values_list("queue", flat=True).first()
+    previous_first = None
+    if previous:
+        previous_first = (
+            Rule.objects.filter(pk=previous[0]).values_list("recorded_at", "id").first()
+        )
+    return engine.rotate(candidates, previous_first)
+
+
+def _round(*, holder: str, kicked_by: str, now: datetime, on_progress) -> ValidationRound:
+    cfg = RoundConfig.from_settings()
+    queue = _queue()
+    vround = ValidationRound.objects.create(
+        started_at=now,
+        queue=queue,
+        budget_s=cfg.budget_s,
+        replay_wired=cfg.replay_wired,
+        kicked_by=kicked_by[:64],
+        worker=f"{socket.gethostname()}:{os.getpid()}"[:128],
+    )
+    work = Round(vround, cfg, holder, on_progress)
+    status = RoundStatus.FINISHED
+    try:
+        if not cfg.replay_wired:
+            _announce_fallback(now)
+        journal.write(
+            type=EventType.VALIDATION_ROUND_STARTED,
+            actor=ENGINE,
+            round_id=vround.pk,
+            at=now,
+            evidence={"queue": queue, "budget_s": cfg.budget_s, "replay_wired": cfg.replay_wired},
+        )
+        work.run()
+    except Exception as exc:
+        logger.exception("validation round %s failed", vround.pk)
+        work.summary["errors"].append({"rule": None, "error": f"{type(exc).__name__}: {exc}"})
+        status = RoundStatus.FAILED
+    work.summary["elapsed_s"] = round(time.monotonic() - work.begun, 4)
+    _finish(vround.pk, work.summary, status, timezone.now(), work.progress())
+    vround.refresh_from_db()
+    return vround
+
+
+def _announce_fallback(now: datetime) -> None:
+    """Say once, ever, that the engine works without a replay backend (semantics §8). Under
+    the round lock, so two workers cannot both announce it."""
+    if JournalEvent.objects.filter(type=EventType.VALIDATION_FALLBACK_ANNOUNCED).exists():
+        return
+    logger.warning(
+        "no replay backend configured (CAUTERWEB_REPLAY_BACKEND): candidates are decided by "
+        "forward trials only"
+    )
+    journal.write(
+        type=EventType.VALIDATION_FALLBACK_ANNOUNCED,
+        actor=ENGINE,
+        at=now,
+        evidence={"validator": engine.FORWARD_TRIAL, "why": "no replay backend configured"},
+    )
+
+
+def _pool(cfg: RoundConfig, round_id: int):
+    """Threads in the embedded default (and at concurrency 1: one replay at a time, in this
+    process, as semantics §7.4 has it); Celery tasks on every worker with a broker."""
+    from celery import current_app
+
+    if cfg.concurrency > 1 and not current_app.conf.task_always_eager:
+        from .tasks import replay_task
+
+        return CeleryPool(
+            cfg, round_id, send=lambda sid: replay_task.apply_async(kwargs={"session_id": sid})
+        )
+    return ThreadPool(cfg)
+
+
+class Round:
+    """What one round knows while it works."""
+
+    def __init__(self, row: ValidationRound, cfg: RoundConfig, holder: str, on_progress):
+        self.row, self.cfg, self.holder, self.on_progress = row, cfg, holder, on_progress
+        self.begun = self.extended_at = time.monotonic()
+        self.registry = load_registry()
+        self.waiting = deque(row.queue)  # not reached yet
+        self.runs: dict[str, tuple[CandidateRun, Outcome]] = {}  # replaying, in queue order
+        self.todo: dict[str, deque[Job]] = {}
+        self.ready: list[Outcome] = []
+        self.trajectories: dict = {}
+        self.wins: dict = {}
+        self.handed = self.written = 0  # verdicts given to the writer / written
+        self.progress_at = self.begun
+        self.summary = dict.fromkeys(
+            ("decided", "pending", "promoted", "retired", "skipped", "budget_exhausted", "replays"),
+            0,
+        )
+        self.summary["errors"] = []
+
+    def run(self) -> None:
+        queue = self.row.queue
+        self.rules = Rule.objects.in_bulk(queue)
+        self.counts = trial_counts(queue)
+        if self.cfg.replay_wired:
+            self.actives = cases.Actives.at_round_start()
+            replaying = [
+                r for r in self.rules.values() if r.replay_attempts < self.cfg.max_attempts
+            ]
+            self.atoms = cases.atom_counts(replaying)
+        self.pool = _pool(self.cfg, self.row.pk)
+        # Inline on SQLite (one writer at a time), and inside a caller's transaction, whose
+        # rows only this connection sees.
+        threaded = connection.vendor != "sqlite" and not connection.in_atomic_block
+        self.writer = Writer(write=self.write, after=self.written_out, threaded=threaded)
+        try:
+            while True:
+                self.keep_lock()
+                self.writer.check()
+                # Decided verdicts go to the writer before the next replays start.
+                self.flush()
+                self.dispatch()
+                if not self.pool.busy():
+                    break
+                self.flush()
+                self.publish()
+                # Woken at least four times a lock period, so the lock outlives every replay.
+                for result in self.pool.wait(at_most=lock.lock_ttl_s() / 4):
+                    self.guarded(result.job.rule_id, self.on_result, result)
+            self.flush()
+        finally:
+            self.pool.close()
+            self.writer.close()
+
+    def keep_lock(self) -> None:
+        # Extended while any replay of the round runs; a replay outlasts no lock period.
+        if time.monotonic() - self.extended_at > lock.lock_ttl_s() / 4:
+            if not lock.extend(self.holder):
+                raise LockLost("the round lock expired and another worker holds it")
+            self.extended_at = time.monotonic()
+
+    def guarded(self, rule_id: str, step, *args) -> None:
+        """A failure with one candidate is logged and journaled in the summary; the round
+        goes on with the others (semantics §9.1)."""
+        try:
+            step(*args)
+        except LockLost:
+            raise
+        except Exception as exc:
+            logger.exception("validating %s failed; the round goes on", rule_id)
+            self.summary["errors"].append(
+                {"rule": rule_id, "error": f"{type(exc).__name__}: {exc}"}
+            )
+            self.runs.pop(rule_id, None)
+            self.todo.pop(rule_id, None)
+
+    # --- dispatch, in queue order (semantics §9.2, §18) -----------------------------------------
+
+    def dispatch(self) -> None:
+        while self.pool.free() > 0 and (job := self.next_job()) is not None:
+            self.submit(job)
+
+    def next_job(self) -> Job | None:
+        for rule_id in self.runs:
+            if self.todo[rule_id]:
+                return self.todo[rule_id].popleft()
+        while self.waiting:
+            rule_id = self.waiting.popleft()
+            self.guarded(rule_id, self.start, rule_id)
+            if len(self.ready) >= WRITE_BATCH:
+                self.flush()
+            if self.todo.get(rule_id):
+                return self.todo[rule_id].popleft()
+        return None
+
+    def submit(self, job: Job) -> None:
+        self.summary["replays"] += 1
+        if isinstance(self.pool, CeleryPool):
+            self.pool.submit(job)
+            return
+        rule, trajectory = self.rules[job.rule_id], self.trajectories[job.case_id]
+        token = open_session(job, self.row.pk) if self.cfg.remote else ""
+        context = context_for(job, actives=self.actives, rule=rule, cfg=self.cfg, token=token)
+        self.pool.submit(job, cases.replay_case(trajectory, job.kind, rule), context)
+
+    def start(self, rule_id: str) -> None:
+        """Reach a candidate: the forward trial decides at once; a replay starts unless a
+        reviewer retired the rule meanwhile (semantics §9.5)."""
+        rule, cfg = self.rules[rule_id], self.cfg
+        over = engine.budget_exhausted(
+            budget_s=cfg.budget_s, elapsed_s=time.monotonic() - self.begun
+        )
+        validator = engine.choose_validator(
+            replay_wired=cfg.replay_wired,
+            replay_attempts=rule.replay_attempts,
+            max_replay_attempts=cfg.max_attempts,
+            over_budget=over,
+        )
+        trial = trial_of(rule.id, rule.baseline_rate, self.counts)
+        started = {
+            "validator": validator,
+            "replay_attempts": rule.replay_attempts,
+            "sessions_observed": trial.enrolled,
+            "sessions_needed": cfg.min_sessions,
+            "round_budget_exhausted": over,
+        }
+        outcome = Outcome(
+            rule=rule, verdict=None, trial=trial, over=over, started=started, at=timezone.now()
+        )
+        if validator == engine.FORWARD_TRIAL:
+            outcome.verdict = self.decide(outcome)
+            self.ready.append(outcome)
+            return
+        outcome.run = self.candidate_run(rule)
+        # A rule a reviewer retired meanwhile selects no case; only then is it asked apart.
+        if not outcome.run.cases and not _still_candidate(rule_id):
+            self.summary["skipped"] += 1
+            return
+        jobs = outcome.run.next_batch()
+        self.runs[rule_id] = (outcome.run, outcome)
+        self.todo[rule_id] = deque(jobs)
+        if not jobs:
+            self.conclude(rule_id)
+
+    def candidate_run(self, rule: Rule) -> CandidateRun:
+        cfg = self.cfg
+        failing = cases.failing_cases(
+            rule, limit=cfg.max_failing, counts=self.atoms, registry=self.registry
+        )
+        wins = (
+            cases.protected_wins(rule.scope, limit=cfg.max_wins, cache=self.wins) if failing else []
+        )
+        self.trajectories.update({t.id: t for t in failing + wins})
+        specs = [
+            CaseSpec(t.id, kind, t.metrics, (*t.signature, *t.notices))
+            for kind, group in (("failing", failing), ("win", wins))
+            for t in group
+        ]
+        return CandidateRun(
+            rule_id=rule.id,
+            round_id=self.row.pk,
+            rule_metric=engine.canonical(rule.metric, self.registry),
+            trigger_metric=engine.signature_metric(specs[0].atoms, self.registry)
+            if failing
+            else None,
+            retire_on=engine.retire_on(
+                rule_metric=rule.metric,
+                rule_signature=rule.signature,
+                failing_case_atoms=[s.atoms for s in specs if s.kind == "failing"],
+                registry=self.registry,
+            ),
+            cases=specs,
+            cfg=cfg,
+            registry=self.registry,
+            prior=_prior_samples(rule.id, specs) if cfg.design == "paired" and failing else [],
+        )
+
+    # --- results and verdicts --------------------------------------------------------------------
+
+    def on_result(self, result: RunResult) -> None:
+        rule_id = result.job.rule_id
+        if rule_id not in self.runs:  # its candidate failed meanwhile
+            return
+        run, _ = self.runs[rule_id]
+        run.record(result)
+        if run.outstanding:
+            return
+        over = engine.budget_exhausted(
+            budget_s=self.cfg.budget_s, elapsed_s=time.monotonic() - self.begun
+        )
+        jobs = [] if over else run.next_batch()
+        if jobs:
+            self.todo[rule_id].extend(jobs)
+        else:
+            self.conclude(rule_id)
+
+    def conclude(self, rule_id: str) -> None:
+        run, outcome = self.runs.pop(rule_id)
+        self.todo.pop(rule_id, None)
+        outcome.replay = run.replay_verdict()
+        if outcome.replay.outcome == "pending":
+            # Evidence that arrived during the replays counts (semantics §9.5).
+            outcome.trial = trial_of(rule_id, outcome.rule.baseline_rate, trial_counts([rule_id]))
+        outcome.verdict = self.decide(outcome)
+        self.ready.append(outcome)
+
+    def decide(self, o: Outcome) -> engine.Verdict:
+        return engine.decide_candidate(
+            replay=o.replay,
+            trial=o.trial,
+            over_budget=o.over,
+            min_sessions=self.cfg.min_sessions,
+            margins=self.cfg.margins,
+        )
+
+    def flush(self) -> None:
+        """Hand every verdict that is ready to the writer, before the round waits."""
+        if not self.ready:
+            return
+        # The live page's progress rides along when it is due (one statement fewer otherwise).
+        due = time.monotonic() - self.progress_at >= PROGRESS_EVERY_S or not self.handed
+        progress = self.progress() if due else None
+        ready, self.ready = self.ready, []
+        self.handed += len(ready)
+        self.writer.put(ready, progress)
+        if due:
+            self.progress_at = time.monotonic()
+
+    def write(self, outcomes: list[Outcome], progress: dict | None) -> None:
+        verdicts_write(
+            round_id=self.row.pk, outcomes=outcomes, now=timezone.now(), progress=progress
+        )
+
+    def written_out(self, outcomes: list[Outcome]) -> None:
+        for o in outcomes:
+            _count(self.summary, o)
+        self.written += len(outcomes)
+        if self.on_progress is not None:
+            self.on_progress(self.written, len(self.row.queue))
+
+    def progress(self) -> dict:
+        """Replays queued / running / done per candidate in flight (semantics §18)."""
+        in_flight = {}
+        for rule_id, (run, _) in self.runs.items():
+            queued = len(self.todo.get(rule_id, ()))
+            in_flight[rule_id] = {
+                "queued": queued,
+                "running": run.outstanding - queued,
+                "done": len(run.evidence),
+            }
+        return {
+            "candidates": len(self.row.queue),
+            "waiting": len(self.waiting),
+            "written": self.handed + len(self.ready),
+            "replays": self.summary["replays"],
+            "in_flight": in_flight,
+        }
+
+    def publish(self) -> None:
+        """Progress while the round waits on long replays (every write carries it too)."""
+        if time.monotonic() - self.progress_at < PROGRESS_EVERY_S:
+            return
+        self.progress_at = time.monotonic()
+        try:
+            ValidationRound.objects.filter(pk=self.row.pk).update(progress=self.progress())
+        except DatabaseError:
+            # For people watching only: a harness holding the database (SQLite) delays it.
+            logger.info("round %s: progress not written this time", self.row.pk)
+
+
+def _still_candidate(rule_id: str) -> bool:
+    return Rule.objects.filter(pk=rule_id, state=RuleState.CANDIDATE).exists()
+
+
+def _prior_samples(rule_id: str, selected: list[CaseSpec]) -> list:
+    """The rule's samples from earlier rounds on the cases selected now (semantics §17.3)."""
+    from .engine import paired
+    from .models import ReplaySample, SampleOutcome
+
+    kinds = {c.id: c.kind for c in selected}
+    rows = ReplaySample.objects.filter(rule_id=rule_id, case_id__in=list(kinds)).values_list(
+        "case_id", "arm", "repeat", "outcome", "metrics"
+    )
+    return [
+        paired.Sample(
+            case, kinds[case], arm, repeat, metrics if outcome == SampleOutcome.SCORED else {}
+        )
+        for case, arm, repeat, outcome, metrics in rows
+    ]
+
+
+def _count(summary: dict, o: Outcome) -> None:
+    summary["budget_exhausted"] += int(o.over)
+    if o.result == "skipped":
+        summary["skipped"] += 1
+    elif o.result == "pending":
+        summary["pending"] += 1
+    else:
+        summary["decided"] += 1
+        summary["promoted" if o.result == "promote" else "retired"] += 1
+
+
+# --- standstill (semantics §9.4) ----------------------------------------------------------------
+
+
+def _snapshot() -> set:
+    """What a round can change: the candidates' own fields (a decided one drops out)."""
+    return set(
+        Rule.objects.filter(state=RuleState.CANDIDATE).values_list(
+            "id",
+            "state",
+            "pending_reason",
+            "replay_attempts",
+            "last_validator",
+            "first_attempted_at",
+        )
+    )
+
+
+def rules_summary() -> list[dict]:
+    """Every rule as `validate --json` lists it (semantics §15)."""
+    return [
+        {
+            "id": rule.id,
+            "state": rule.state,
+            "pending_reason": rule.pending_reason or None,
+            "replay_attempts": rule.replay_attempts,
+            "validator": rule.last_validator or None,
+            "reason": rule.verdict_reason or rule.pending_text,
+        }
+        for rule in Rule.objects.order_by("recorded_at", "id").only(
+            "id",
+            "state",
+            "pending_reason",
+            "replay_attempts",
+            "last_validator",
+            "verdict_reason",
+            "first_attempted_at",
+            "recorded_at",
+        )
+    ]
+
+
+def run_until_settled(*, timeout_s: float, on_progress=None) -> dict:
+    """Run rounds until one changes nothing, or until `timeout_s` passes (semantics §9.4).
+
+    A round in flight is never cancelled: the timeout is checked between rounds. When another
+    worker holds the round lock, wait for it and go on."""
+    deadline = time.monotonic() + timeout_s
+    rounds = 0
+    settled = False
+    while time.monotonic() < deadline:
+        before = _snapshot()
+        vround = round_run(kicked_by="standstill", on_progress=on_progress)
+        if vround is None:
+            time.sleep(0.1)
+            continue
+        rounds += 1
+        if _snapshot() == before:
+            settled = True
+            break
+    return {"rounds": rounds, "settled": settled, "rules": rules_summary()}

@@ -1,0 +1,89 @@
+"""The two replay pools (semantics §9.3, §18): a hung harness gives its slot back, a Celery
+replay task lost with its worker is counted inconclusive — never lost."""
+
+import threading
+
+import pytest
+
+from replay.backends.python import ReplayCase
+from replay.cases import TREATMENT
+from replay.config import RoundConfig
+from replay.dispatch import CeleryPool, Job, RoundContext, ThreadPool
+from replay.engine import Margins
+from replay.models import ReplaySession
+from tests.services.test_engine_scenarios import rule
+
+
+def config(backend, *, timeout: float = 30.0, concurrency: int = 1) -> RoundConfig:
+    return RoundConfig(
+        margins=Margins(),
+        min_sessions=5,
+        max_failing=3,
+        max_wins=2,
+        max_attempts=3,
+        replay_timeout_s=timeout,
+        env_wait_timeout_s=0.0,
+        budget_s=0,
+        backend=backend,
+        verifier=None,
+        concurrency=concurrency,
+    )
+
+
+def job(case_id: str) -> Job:
+    return Job("R-1", case_id, "failing", TREATMENT, 0, f"replay:1:R-1:{case_id}")
+
+
+def case(case_id: str) -> ReplayCase:
+    return ReplayCase(case_id, "failing", {}, "task", {"id": "R-1", "scope": "git"})
+
+
+def test_a_hung_harness_times_out_and_its_slot_runs_the_next_replay():
+    release = threading.Event()
+
+    def harness(case, context):
+        if case.id == "F-1":
+            release.wait(30)
+        return {"traces": [{"metrics": {"task_completion": 1.0}}]}
+
+    cfg = config(harness, timeout=0.2)
+    pool = ThreadPool(cfg)
+    try:
+        first = job("F-1")
+        pool.submit(first, case("F-1"), RoundContext(job=first, rules_for=lambda s, q: [], cfg=cfg))
+        (timed_out,) = pool.wait()
+        assert (timed_out.error, timed_out.job.case_id, pool.free()) == (
+            "replay timed out",
+            "F-1",
+            1,
+        )
+        second = job("F-2")
+        pool.submit(
+            second, case("F-2"), RoundContext(job=second, rules_for=lambda s, q: [], cfg=cfg)
+        )
+        (done,) = pool.wait()
+        assert (done.error, done.metrics) == (None, {"task_completion": 1.0})
+    finally:
+        release.set()
+        pool.close()
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.mark.django_db
+def test_a_replay_task_lost_with_its_worker_is_counted_inconclusive():
+    rule("R-1")
+    clock, sent = Clock(), []
+    pool = CeleryPool(config(None, timeout=30.0, concurrency=2), 1, send=sent.append, clock=clock)
+    pool.submit(job("F-1"))
+    assert sent == ["replay:1:R-1:F-1"] and pool.busy() == 1
+    clock.now = 30.0 + 60.0 + 1  # past its timeout and the grace: its worker is gone
+    (lost,) = pool.wait()
+    assert (lost.job.case_id, lost.error) == ("F-1", "the replay task was lost with its worker")
+    assert pool.busy() == 0
+    assert ReplaySession.objects.get().status == "done"  # a late task finds it taken

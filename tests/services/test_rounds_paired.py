@@ -1,0 +1,120 @@
+"""Rounds under the paired design (semantics §17): two arms per case, samples that accumulate
+across rounds, a sequential decision, and the evidence in the journal."""
+
+import pytest
+
+from lifecycle.models import JournalEvent, Rule
+from replay.models import ReplaySample
+from replay.rounds import round_run
+from tests.services.test_engine_scenarios import corpus, failing, rule
+
+ARMS_SEEN: list = []
+
+
+def arms(case, context):
+    """Treatment helps by +0.6 when the candidate was read; control is the case as recorded,
+    give or take a little by repeat. Records which arm was asked for."""
+    context.mark_execution_started()
+    shown = [r["id"] for r in context.rule_tool(scope=case.rule["scope"])]
+    ARMS_SEEN.append((case.id, context.arm, context.repeat, case.rule["id"] in shown))
+    metrics = dict(case.trajectory["metrics"])
+    wobble = 0.01 * (context.repeat % 3)
+    lift = 0.6 if case.rule["id"] in shown else 0.0
+    metrics["task_completion"] = round(metrics["task_completion"] + lift + wobble, 3)
+    return {"traces": [{"metrics": metrics}]}
+
+
+def never_reads(case, context):
+    context.mark_execution_started()
+    return {"traces": [{"metrics": dict(case.trajectory["metrics"])}]}
+
+
+@pytest.fixture
+def paired(settings):
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_rounds_paired:arms"
+    settings.CAUTERWEB_REPLAY_DESIGN = "paired"
+    settings.CAUTERWEB_REPLAY_CONCURRENCY = 1
+    settings.CAUTERWEB_MAX_FAILING_CASES = 1
+    settings.CAUTERWEB_MAX_PROTECTED_WINS = 0
+    settings.CAUTERWEB_VERIFIER = ""
+    settings.CAUTERWEB_LOCK_URL = ""
+    ARMS_SEEN.clear()
+    return settings
+
+
+def round_events(round_id: int) -> list[JournalEvent]:
+    return list(JournalEvent.objects.filter(round_id=round_id).order_by("id"))
+
+
+@pytest.mark.django_db
+def test_a_rule_that_helps_is_promoted_on_paired_evidence_with_exact_journal_rows(paired):
+    corpus(failing("F-1"))
+    rule()
+    vround = round_run()
+    rows = round_events(vround.pk)
+    cases = [e.evidence for e in rows if e.type == "validation_replay_case"]
+    spent = len(cases)
+    assert [(e.type, e.rule_id) for e in rows] == [
+        ("validation_round_started", None),
+        ("validation_candidate_started", "R-1"),
+        *[("validation_replay_case", "R-1")] * spent,
+        ("validation_verdict", "R-1"),
+        ("rule_promoted", "R-1"),
+        ("validation_round_finished", None),
+    ]
+    # Arms alternate T, C, T, C …; each arm counts its own repeats; the control arm never
+    # sees the candidate (semantics §17.1).
+    assert [(c["arm"], c["repeat"]) for c in cases] == [
+        (arm, i // 2) for i, arm in enumerate(["treatment", "control"] * (spent // 2))
+    ]
+    assert [(a, r, read) for _, a, r, read in ARMS_SEEN] == [
+        (c["arm"], c["repeat"], c["arm"] == "treatment") for c in cases
+    ]
+    assert {c["outcome"] for c in cases} == {"scored"}
+    verdict = rows[-3].evidence
+    assert (verdict["outcome"], verdict["validator"], verdict["pending_reason"]) == (
+        "promote",
+        "replay",
+        None,
+    )
+    evidence = rows[-2].evidence["paired"]
+    assert evidence["replays"] == spent == ReplaySample.objects.filter(rule_id="R-1").count()
+    f1 = evidence["cases"]["F-1"]["arms"]
+    assert f1["treatment"]["metrics"]["task_completion"]["n"] == spent // 2
+    assert f1["control"]["metrics"]["task_completion"]["n"] == spent // 2
+    improvement = evidence["improvement"]
+    assert improvement["metric"] == "task_completion" and improvement["significant"]
+    assert improvement["effect"] >= 0.05 and improvement["ci"][0] > 0
+    assert rows[-2].evidence["validator"] == "replay"
+    r = Rule.objects.get(pk="R-1")
+    assert (r.state, r.replay_attempts, r.last_validator) == ("active", 1, "replay")
+
+
+@pytest.mark.django_db
+def test_samples_accumulate_and_replay_stops_at_max_repeats(paired):
+    paired.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_rounds_paired:never_reads"
+    paired.CAUTERWEB_REPLAY_MAX_REPEATS = 2
+    corpus(failing("F-1"))
+    rule()
+    first = round_run()
+    r = Rule.objects.get(pk="R-1")
+    # Every treatment replay went unread: no evidence for or against, the candidate waits.
+    assert (r.state, r.pending_reason, r.replay_attempts) == (
+        "candidate",
+        "candidate_not_exercised",
+        1,
+    )
+    stored = list(
+        ReplaySample.objects.order_by("arm", "repeat").values_list("arm", "repeat", "outcome")
+    )
+    assert stored == [
+        ("control", 0, "scored"),
+        ("control", 1, "scored"),
+        ("treatment", 0, "candidate_not_exercised"),
+        ("treatment", 1, "candidate_not_exercised"),
+    ]
+    second = round_run()
+    # At max repeats nothing more is replayed; the attempt still counts (semantics §7.10).
+    assert not JournalEvent.objects.filter(round_id=second.pk, type="validation_replay_case")
+    assert ReplaySample.objects.count() == 4 and first.pk != second.pk
+    assert Rule.objects.get(pk="R-1").replay_attempts == 2
