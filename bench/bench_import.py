@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,6 +113,7 @@ def plain(args) -> None:
             f"{args.n / wall:,.0f} trajectories/s)  {result.as_dict()}"
         )
     Trajectory.objects.filter(id__startswith="BENCH-").delete()
+    shutil.rmtree(path.parent)
 
 
 # ---- --vs-copy: children measure, the parent clones databases and prints --------------------
@@ -319,6 +321,7 @@ def vs_copy(args) -> None:
             path.unlink()
     databases.drop(f"{databases.name}_run")
     databases.drop(databases.template)
+    shutil.rmtree(directory)
 
 
 def main() -> None:
