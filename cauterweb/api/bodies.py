@@ -1,7 +1,10 @@
 """Request bodies of the batch endpoints: one item, a JSON array of items, or JSON Lines."""
 
 import re
+from collections.abc import Iterator
+from functools import partial
 
+from django.conf import settings
 from ninja.parser import Parser
 
 from lifecycle import jsonsafe
@@ -39,6 +42,22 @@ def raw_body(request) -> bytes:
     if b"\x00" in data:
         raise ApiError(422, "NUL characters are not allowed", [item(["body"], "contains NUL")])
     return data
+
+
+def streamed_lines(request) -> Iterator[bytes]:
+    """The lines of a JSON Lines body, read from the request stream as they are consumed, never
+    the whole body at once: a corpus of any size goes in with flat memory. The body size limit
+    applies to each line instead. A line with a NUL character is a line error of the import,
+    like any line it cannot store."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    for number, line in enumerate(iter(partial(request.readline, limit + 1), b""), start=1):
+        if len(line) > limit:
+            raise ApiError(
+                413,
+                f"line {number} is longer than the limit of {limit} bytes",
+                [item(["line", number], "too long")],
+            )
+        yield line
 
 
 def is_jsonl(request) -> bool:
