@@ -185,6 +185,7 @@ def measure(args) -> dict:
         regress_margin=args.margin,
         max_repeats=args.max_repeats,
         **({"batch": args.batch} if args.batch else {}),
+        **({"retire_spending": args.retire_spending} if args.retire_spending else {}),
     )
     results: dict = {}
     for cls in CLASSES:
@@ -253,6 +254,7 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--max-repeats", type=int, default=8)
     parser.add_argument("--batch", type=int, help="replays per case and arm between looks")
+    parser.add_argument("--retire-spending", choices=paired.SPENDINGS, help="for regressions")
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-verifier", dest="verifier", action="store_false")
