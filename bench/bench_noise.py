@@ -185,6 +185,7 @@ def measure(args) -> dict:
         regress_margin=args.margin,
         max_repeats=args.max_repeats,
         **({"batch": args.batch} if args.batch else {}),
+        **({"retire_spending": args.retire_spending} if args.retire_spending else {}),
     )
     results: dict = {}
     for cls in CLASSES:
@@ -207,7 +208,7 @@ def mean_replays(rows: list) -> float | None:
     return sum(decided) / len(decided) if decided else None
 
 
-def table(results: dict) -> list[tuple[str, str, str, str]]:
+def table(results: dict, args) -> list[tuple[str, str, str, str]]:
     def cell(design, fn):
         return fn(results[design])
 
@@ -223,7 +224,11 @@ def table(results: dict) -> list[tuple[str, str, str, str]]:
 
     lines = [
         ("does nothing: promoted (false promotion)", pct("does nothing", "promote"), "≤ 5 %"),
-        ("helps (0.5 → 0.9): promoted (power)", pct("helps", "promote"), "≥ 90 %"),
+        (
+            f"helps ({args.base_rate:g} → {args.good_rate:g}): promoted (power)",
+            pct("helps", "promote"),
+            "≥ 90 %",
+        ),
         ("harms (wins halved): retired", pct("harms", "retire"), "≥ 90 %"),
         ("helps: retired", pct("helps", "retire"), ""),
         ("does nothing: retired", pct("does nothing", "retire"), ""),
@@ -253,6 +258,7 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--max-repeats", type=int, default=8)
     parser.add_argument("--batch", type=int, help="replays per case and arm between looks")
+    parser.add_argument("--retire-spending", choices=paired.SPENDINGS, help="for regressions")
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-verifier", dest="verifier", action="store_false")
@@ -264,7 +270,7 @@ def main() -> None:
     started = time.perf_counter()
     results = measure(args)
     elapsed = time.perf_counter() - started
-    rows = table(results)
+    rows = table(results, args)
     load = os.getloadavg()
     if args.json:
         out = {"settings": vars(args), "rows": rows, "elapsed_s": elapsed, "load": load}

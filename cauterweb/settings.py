@@ -129,6 +129,8 @@ MIDDLEWARE = [
     "cauterweb.request_id.request_id_middleware",
     "cauterweb.api.errors.json_error_middleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "cauterweb.chunked.chunked_body_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -302,14 +304,50 @@ LOGGING = {
         }
     },
     "loggers": {
-        "cauterweb": {"handlers": ["console"], "level": _LOG_LEVEL},
-        "replay": {"handlers": ["console"], "level": _LOG_LEVEL},
-        "lifecycle": {"handlers": ["console"], "level": _LOG_LEVEL},
-        "dashboard": {"handlers": ["console"], "level": _LOG_LEVEL},
+        **{
+            name: {"handlers": ["console"], "level": _LOG_LEVEL, "propagate": False}
+            for name in ("cauterweb", "replay", "lifecycle", "dashboard")
+        },
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
+    # Everything else that warns or fails (Celery, kombu, psycopg, django.security, a library
+    # we call) reaches stderr too, with the request id when it happens inside a request.
+    "root": {"handlers": ["console"], "level": "WARNING"},
 }
 
 if not DEBUG:
     SESSION_COOKIE_HTTPONLY = True
     X_FRAME_OPTIONS = "DENY"
+
+# --- Transport security and the Content-Security-Policy -------------------------------------
+# Safe by default in production: with DEBUG off the app answers HTTPS only (plain HTTP is
+# redirected), its cookies are Secure and browsers are told to keep to HTTPS (HSTS), so
+# `manage.py check --deploy` has nothing to say about them. CAUTERWEB_HTTPS=false serves plain
+# HTTP (a closed network, or a local run without DEBUG). Behind a TLS proxy, set
+# CAUTERWEB_PROXY_SSL_HEADER=true so a request the proxy forwarded with X-Forwarded-Proto: https
+# counts as secure — only when the proxy sets that header and strips it from clients.
+CAUTERWEB_HTTPS = env_bool("CAUTERWEB_HTTPS", not DEBUG)
+SECURE_SSL_REDIRECT = CAUTERWEB_HTTPS
+SESSION_COOKIE_SECURE = CAUTERWEB_HTTPS
+CSRF_COOKIE_SECURE = CAUTERWEB_HTTPS
+SECURE_HSTS_SECONDS = env_int("CAUTERWEB_HSTS_SECONDS", 365 * 24 * 3600 if CAUTERWEB_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CAUTERWEB_HSTS_INCLUDE_SUBDOMAINS", False)
+if env_bool("CAUTERWEB_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Scripts and styles come from our own static files only (htmx, Plotly, charts.js, app.css):
+# no inline script, no eval, no CDN. Plotly sets styles through the DOM, which style-src does
+# not govern; it needs data: images for its mode-bar icons and blob: for image downloads.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}

@@ -45,7 +45,13 @@ def insert_many(objs: Sequence[Model]) -> None:
     ]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     table = connection.ops.quote_name(model._meta.db_table)
-    with connection.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+    # COPY is psycopg's own API, outside Django's cursor wrapper: without wrap_database_errors a
+    # connection lost mid-COPY escapes as a psycopg error instead of Django's OperationalError.
+    with (
+        connection.wrap_database_errors,
+        connection.cursor() as cursor,
+        cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+    ):
         for obj in objs:
             copy.write_row(
                 [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]

@@ -198,6 +198,13 @@ class Rule(models.Model):
     baseline_sessions = models.PositiveIntegerField(default=0)
     baseline_hits = models.PositiveIntegerField(default=0)
 
+    # Sessions enrolled in its forward trial (semantics §8). Kept by database triggers on the
+    # enrolment table (migration 0010), whoever writes enrolments, so a report finds the trials
+    # still short of sessions through `rule_open_trials` instead of counting every candidate's
+    # enrolments. (On SQLite a table rebuilt by a later migration loses its triggers: such a
+    # migration must create them again.)
+    trial_sessions = models.PositiveIntegerField(default=0)
+
     replay_attempts = models.PositiveIntegerField(default=0)
     pending_reason = models.CharField(
         max_length=40, choices=PendingReason.choices, blank=True, default=""
@@ -216,6 +223,12 @@ class Rule(models.Model):
             models.Index(fields=["recorded_at", "id"], name="rule_recorded"),
             models.Index(fields=["scope", "state"], name="rule_scope_state"),
             models.Index(fields=["content_hash"], name="rule_content_hash"),
+            # The candidates whose trials may still need sessions, and only them (semantics §8).
+            models.Index(
+                fields=["trial_sessions"],
+                condition=Q(state="candidate"),
+                name="rule_open_trials",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
+from . import limits
+
 
 class Schema(BaseModel):
     """Plain pydantic: every output here is built from dicts, so ninja's ORM-aware Schema (a
@@ -19,8 +21,8 @@ class Schema(BaseModel):
 # Text PostgreSQL can store: a NUL character is a 422 here, not a database error later.
 NO_NUL = r"^[^\x00]*$"
 Text = Annotated[str, StringConstraints(pattern=NO_NUL)]
-RuleId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
-ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=NO_NUL)]
+RuleId = Annotated[str, StringConstraints(min_length=1, max_length=limits.RULE_ID, pattern=NO_NUL)]
+ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=limits.SCOPE, pattern=NO_NUL)]
 
 # ---- errors -------------------------------------------------------------------------------
 
@@ -76,7 +78,9 @@ class TrajectoryIn(Schema):
 
 
 class RetireIn(Schema):
-    reason: Text = Field(description="why a reviewer retires it by hand; journaled")
+    reason: Text = Field(
+        max_length=limits.REVIEW_REASON, description="why a reviewer retires it by hand; journaled"
+    )
 
 
 # ---- outputs ------------------------------------------------------------------------------

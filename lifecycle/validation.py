@@ -11,13 +11,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
-
 from . import atoms as atom_lib
+from . import jsonsafe, limits
 from .metrics import Registry, load_registry
+from .timebounds import parse_bounded_time
 
-MAX_RULE_ID = 64
+MAX_RULE_ID = limits.RULE_ID
 
 
 @dataclass(frozen=True)
@@ -56,41 +55,29 @@ class ImportResult:
 
 
 def read_jsonl(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None]]:
-    """(line number, parsed object, error). Blank lines are skipped."""
-    for number, raw in enumerate(lines, start=1):
-        if isinstance(raw, bytes):
-            try:
-                raw = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                yield number, None, LineError(number, "", "not valid UTF-8")
-                continue
-        if not raw.strip():
-            continue
-        try:
-            yield number, json.loads(raw), None
-        except json.JSONDecodeError as exc:
-            yield (
-                number,
-                None,
-                LineError(number, "", f"not valid JSON: {exc.msg} at column {exc.colno}"),
-            )
+    """(line number, parsed object, error). Blank lines are skipped. JSON is read strictly
+    (`lifecycle.jsonsafe`): invalid UTF-8, NUL, lone surrogates, NaN/Infinity, numbers out of
+    range and nesting deeper than 64 are line errors, naming the path of a bad string."""
+    for number, obj, error in jsonsafe.iter_jsonl(lines):
+        yield number, obj, None if error is None else json_line_error(error, number)
 
 
-def parse_time(value: object) -> datetime | None:
-    """ISO 8601 → aware datetime (naive values are taken as UTC); raises ValueError."""
-    if not isinstance(value, str):
-        raise ValueError("must be an ISO 8601 string")
-    parsed = parse_datetime(value.strip())
-    if parsed is None:
-        raise ValueError(f"{value!r} is not an ISO 8601 date-time")
-    if timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed, timezone.UTC)
-    return parsed
+def json_line_error(error: jsonsafe.JsonRejected, number: int) -> LineError:
+    where = f" (column {error.column})" if error.column is not None else ""
+    return LineError(number, error.path, f"{error.message}{where}")
+
+
+def parse_time(value: object) -> datetime:
+    """ISO 8601 → aware UTC datetime (naive values are taken as UTC), inside 1970 .. 2200
+    (`lifecycle.timebounds`); raises ValueError with the reason."""
+    return parse_bounded_time(value)
 
 
 def parse_metrics(value: object) -> dict[str, float]:
     if not isinstance(value, dict):
         raise ValueError("must be an object of metric name to number")
+    if len(value) > limits.METRICS:
+        raise ValueError(f"has {len(value):,} metrics; the limit is {limits.METRICS}")
     out = {}
     for name, number in value.items():
         if isinstance(number, bool) or not isinstance(number, int | float):
@@ -171,36 +158,123 @@ def candidate_fields(
     source_notice: str = "",
 ) -> dict:
     """Validate and normalise a candidate's fields; raises InvalidRule naming the field."""
-    trigger = (trigger or "").strip() if isinstance(trigger, str) else trigger
-    directive = (directive or "").strip() if isinstance(directive, str) else directive
-    if not isinstance(trigger, str) or not trigger:
-        raise InvalidRule("trigger is required (the 'when …' part)", field="trigger")
-    if not isinstance(directive, str) or not directive:
-        raise InvalidRule("directive is required (the 'do …' part)", field="directive")
-    if not isinstance(scope, str) or not scope.strip() or len(scope) > 128:
-        raise InvalidRule("scope must be a non-empty name of at most 128 characters", field="scope")
+    trigger = _rule_text(trigger, "trigger", limits.TRIGGER, "is required (the 'when …' part)")
+    directive = _rule_text(
+        directive, "directive", limits.DIRECTIVE, "is required (the 'do …' part)"
+    )
+    scope = _rule_text(scope, "scope", limits.SCOPE, "must be a non-empty name")
     if not isinstance(metric, str):
         raise InvalidRule("metric must be a metric name", field="metric")
+    metric = _rule_text(metric, "metric", limits.METRIC_NAME, "", required=False)
     try:
         signature = atom_lib.parse_atoms(signature if signature is not None else [])
     except atom_lib.BadAtom as exc:
         raise InvalidRule(f"signature: {exc}", field="signature") from None
+    _bounded_count(signature, "signature", limits.ATOMS)
     if tags is None:
         tags = []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise InvalidRule("tags must be a list of strings", field="tags")
+    _bounded_count(tags, "tags", limits.TAGS)
+    tags = [_rule_text(t, "tags", limits.TAG, "", required=False) for t in tags]
     if not isinstance(source_case, str) or not isinstance(source_notice, str):
         raise InvalidRule("source_case and source_notice must be strings", field="source_case")
     return {
         "trigger": trigger,
         "directive": directive,
-        "scope": scope.strip(),
-        "metric": metric.strip(),
+        "scope": scope,
+        "metric": metric,
         "signature": signature,
         "tags": sorted(set(tags)),
-        "source_case": source_case.strip(),
-        "source_notice": source_notice.strip(),
+        "source_case": _rule_text(source_case, "source_case", limits.SOURCE_CASE, "", False),
+        "source_notice": _rule_text(
+            source_notice, "source_notice", limits.SOURCE_NOTICE, "", False
+        ),
     }
+
+
+def _rule_text(value: object, field: str, limit: int, missing: str, required: bool = True) -> str:
+    """A stripped text within its limit (`lifecycle.limits`) that storage can hold."""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise InvalidRule(f"{field} {missing}".strip(), field=field)
+    value = value.strip()
+    try:
+        limits.check_length(value, field=field, limit=limit)
+    except limits.TooLarge as exc:
+        raise InvalidRule(str(exc), field=field) from None
+    problem = jsonsafe.string_problem(value)
+    if problem is not None:
+        raise InvalidRule(f"{field} contains {problem[1]}", field=field)
+    return value
+
+
+def review_reason(reason: object) -> str:
+    """A reviewer's reason to retire a rule by hand: required, bounded, storable."""
+    return _rule_text(
+        reason or "", "reason", limits.REVIEW_REASON, "is required to retire a rule by hand"
+    )
+
+
+def _bounded_count(items: list, field: str, limit: int) -> None:
+    try:
+        limits.check_count(items, field=field, limit=limit)
+    except limits.TooLarge as exc:
+        raise InvalidRule(str(exc), field=field) from None
+
+
+def trajectory_size_errors(obj: dict) -> list[tuple[str, str]]:
+    """(field, message) for every part of a corpus line over its limit (`lifecycle.limits`);
+    the shapes are checked beside the other corpus fields."""
+    wrong = []
+    task, steps = obj.get("task"), obj.get("steps")
+    if isinstance(task, str) and len(task) > limits.TASK:
+        wrong.append(("task", f"is {len(task):,} characters; the limit is {limits.TASK:,}"))
+    if isinstance(steps, list):
+        if len(steps) > limits.STEPS:
+            wrong.append(("steps", f"has {len(steps):,} steps; the limit is {limits.STEPS:,}"))
+        wrong += _json_size_errors(
+            [(f"steps[{i}]", step, limits.STEP_BYTES) for i, step in enumerate(steps)]
+        )
+    wrong += _json_size_errors(
+        [
+            ("steps", steps, limits.STEPS_BYTES),
+            ("outcome", obj.get("outcome"), limits.OUTCOME_BYTES),
+            ("meta", obj.get("meta"), limits.META_BYTES),
+            ("replay_input", obj.get("replay_input"), limits.REPLAY_INPUT_BYTES),
+        ]
+    )
+    expected = obj.get("expected_rule")
+    if isinstance(expected, dict):
+        for part, limit in (("trigger", limits.TRIGGER), ("directive", limits.DIRECTIVE)):
+            text = expected.get(part)
+            if isinstance(text, str) and len(text) > limit:
+                wrong.append((f"expected_rule.{part}", f"is over the limit of {limit:,}"))
+    return wrong
+
+
+def _json_size_errors(parts: list[tuple[str, object, int]]) -> list[tuple[str, str]]:
+    wrong = []
+    for name, value, limit in parts:
+        try:
+            limits.check_json_size(value, field=name, limit=limit)
+        except limits.TooLarge as exc:
+            wrong.append((name, str(exc).removeprefix(f"{name} ")))
+    return wrong
+
+
+def report_size_errors(obj: dict) -> list[tuple[str, str]]:
+    """(field, message) for every list of a report over its limit (`lifecycle.limits`)."""
+    wrong = []
+    for name, limit in (("notices", limits.ATOMS), ("rules_read", limits.RULES_READ)):
+        items = obj.get(name)
+        if isinstance(items, list) and len(items) > limit:
+            wrong.append((name, f"has {len(items):,} items; the limit is {limit:,}"))
+    rules_read = obj.get("rules_read")
+    if isinstance(rules_read, list) and any(
+        isinstance(r, str) and len(r) > limits.RULE_ID for r in rules_read
+    ):
+        wrong.append(("rules_read", f"a rule id is longer than {limits.RULE_ID} characters"))
+    return wrong
 
 
 def rule_content_hash(fields: dict) -> str:

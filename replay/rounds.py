@@ -78,6 +78,13 @@ def round_run(
             logger.exception("could not release the round lock; it will expire")
 
 
+def round_has_work() -> bool:
+    """Whether a round would validate anything: is there a candidate? One indexed query.
+    Automatic kicks (`tasks.round_run_task`) skip a round without work, which would only
+    journal that it started and finished."""
+    return Rule.objects.filter(state=RuleState.CANDIDATE).exists()
+
+
 def rounds_reap(*, now: datetime) -> list[int]:
     """Mark failed, with their `validation_round_finished`, the rounds still `running` while
     we hold the lock: their worker died and its lock expired (semantics §9.1). What they

@@ -5,8 +5,13 @@ from celery import shared_task
 
 @shared_task(name="replay.tasks.round_run_task", ignore_result=True)
 def round_run_task(*, kicked_by: str = "") -> int | None:
-    from .rounds import round_run
+    from .rounds import round_has_work, round_run
 
+    # Every report and candidate batch kicks a round, and beat kicks one every minute: with no
+    # candidate there is nothing to decide, and a round would only journal that it started and
+    # finished (two events per report under load). An idle kick writes nothing.
+    if not round_has_work():
+        return None
     vround = round_run(kicked_by=kicked_by)
     return vround.pk if vround else None
 

@@ -1,15 +1,24 @@
-"""Forward-trial enrolment and counts (semantics §8), set-based so a report costs the same with one
-candidate in force or a thousand: the database enrols every candidate in one statement per
-session — never a query, or a Python object, per candidate."""
+"""Forward-trial enrolment and counts (semantics §8).
 
-from collections.abc import Iterable
+A report costs the same with a hundred candidates in force or ten thousand: each rule keeps the
+number of sessions enrolled in its trial (`Rule.trial_sessions`, kept by database triggers),
+so enrolment reads only the candidates still short of sessions, through a partial index, and
+the session's earlier enrolments, through the session index. On PostgreSQL that is ONE
+statement per session; SQLite, which has no writing WITH, takes two.
+
+`enrol_report` is the rule itself as a plain function over plain data; the SQL path is tested
+against it on generated report sequences.
+"""
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Q
 
-from lifecycle.atoms import notice_metric
+from lifecycle.atoms import family_notice_atoms, notice_metric
 from lifecycle.metrics import load_registry
 from lifecycle.models import Report, Rule, RuleState, TrialEnrolment
 
@@ -33,88 +42,129 @@ def _in(column: str, values: list[str]) -> tuple[str, list]:
     return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
 
 
-def trial_enrol(*, reports: list[Report], now: datetime) -> int:
-    """Enrol the reports' sessions in every candidate's trial; returns rows inserted.
+Enrolments = dict[tuple[str, str], tuple[bool, bool]]
 
-    Runs inside the transaction that stored the reports. A session enrols while fewer than
-    `rule_trial_min_sessions` are enrolled; an enrolled session can still flip to breached (or
-    to having read the candidate) on a later report. Per session: at most two UPDATEs and one
-    INSERT … SELECT over the candidates, whatever the number of candidates in force. The flips
-    come first, so they touch only the enrolments of the session's earlier reports (through
-    the session index), not the ones this report is about to insert, already right."""
+
+def enrol_report(
+    enrolments: Mapping[tuple[str, str], tuple[bool, bool]],
+    *,
+    candidates: Mapping[str, frozenset[str]],
+    session_id: str,
+    notices: Iterable[str],
+    rules_read: Iterable[str],
+    min_sessions: int,
+) -> Enrolments:
+    """The enrolment rule of semantics §8 for one report, over plain data.
+
+    `enrolments` maps (rule id, session id) to (breached, read the candidate); `candidates`
+    maps each candidate in force to its metric family (empty for a rule with no metric).
+    Every report, healthy or not, enrols its session in each candidate's trial while fewer
+    than `min_sessions` distinct sessions are enrolled, recording whether it showed the target
+    condition (a notice on the family; any notice for a rule with no metric); a session
+    already enrolled can still flip to breached, or to having read the candidate."""
+    notices, read = set(notices), set(rules_read)
+    enrolled = Counter(rule_id for rule_id, _ in enrolments)
+    out = dict(enrolments)
+    for rule_id, family in candidates.items():
+        shows = bool(family_notice_atoms(family) & notices) if family else bool(notices)
+        key = (rule_id, session_id)
+        if key in out:
+            breached, was_read = out[key]
+            out[key] = (breached or shows, was_read or rule_id in read)
+        elif enrolled[rule_id] < min_sessions:
+            out[key] = (shows, rule_id in read)
+    return out
+
+
+def _sessions(reports: list[Report]) -> dict[str, dict]:
+    """The reports' sessions in the order of their first report, each with every notice and
+    every rule read over its reports of the batch."""
     sessions: dict[str, dict] = {}
     for report in sorted(reports, key=lambda r: (r.at, r.pk or 0)):
         entry = sessions.setdefault(report.session_id, {"notices": set(), "read": set()})
         entry["notices"].update(report.notices)
         entry["read"].update(report.rules_read)
+    return sessions
+
+
+def trial_enrol(*, reports: list[Report], now: datetime) -> int:
+    """Enrol the reports' sessions in the trials of the candidates in force; returns the rows
+    inserted. Runs inside the transaction that stored the reports.
+
+    A session enrols while fewer than `rule_trial_min_sessions` are enrolled; an enrolled
+    session can still flip to breached (or to having read the candidate) on a later report.
+    Per session, the flips and the enrolments are one statement on PostgreSQL: the flips start
+    from the session's own enrolments, the enrolments from the open trials; neither reads a
+    candidate whose trial is full."""
+    sessions = _sessions(reports)
     if not sessions:
         return 0
     registry = load_registry()
     needed = settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS
-    enrolment, rule = TrialEnrolment._meta.db_table, Rule._meta.db_table
     inserted = 0
     with connection.cursor() as cursor:
         for session_id, entry in sessions.items():
-            hit = _hit_names(entry["notices"], registry)
-            read = sorted(entry["read"])
-            any_notice = bool(entry["notices"])
-            _flip(cursor, session_id, hit=hit, any_notice=any_notice, read=read, now=now)
-            hit_sql, hit_params = _in("r.metric", hit)
-            read_sql, read_params = _in("r.id", read)
-            cursor.execute(
-                f"INSERT INTO {enrolment} "
-                "(rule_id, session_id, breached, read_candidate, enrolled_at, updated_at) "
-                f"SELECT r.id, %s, CASE WHEN r.metric = '' THEN %s ELSE ({hit_sql}) END, "
-                f"({read_sql}), %s, %s FROM {rule} r WHERE r.state = %s "
-                f"AND (SELECT COUNT(*) FROM {enrolment} e WHERE e.rule_id = r.id) < %s "
-                "ON CONFLICT (rule_id, session_id) DO NOTHING",
-                [
-                    session_id,
-                    any_notice,
-                    *hit_params,
-                    *read_params,
-                    now,
-                    now,
-                    RuleState.CANDIDATE,
-                    needed,
-                ],
+            statements = _enrol_statements(
+                session_id,
+                hit=_hit_names(entry["notices"], registry),
+                any_notice=bool(entry["notices"]),
+                read=sorted(entry["read"]),
+                now=now,
+                needed=needed,
             )
+            for sql, params in statements:
+                cursor.execute(sql, params)
             inserted += max(cursor.rowcount, 0)
     return inserted
 
 
-def _flip(cursor, session_id: str, *, hit: list[str], any_notice: bool, read: list[str], now):
-    """The session's earlier enrolments in trials still running that now breached, or read
-    the candidate: one UPDATE, which starts from the session's own enrolments (materialised,
-    so the planner cannot start from the candidates and probe each one)."""
-    if not any_notice and not read:
-        return
+# A literal, not a parameter: SQLite uses the partial index rule_open_trials only when the
+# query's condition visibly implies the index's.
+CANDIDATE = f"'{RuleState.CANDIDATE.value}'"
+
+
+def _enrol_statements(session_id: str, *, hit, any_notice, read, now, needed) -> list:
+    """[(sql, params)]: the flips of the session's earlier enrolments (when the report can flip
+    anything), then the enrolment in the open trials; one statement where the database can
+    write in a WITH."""
     enrolment, rule = TrialEnrolment._meta.db_table, Rule._meta.db_table
-    materialized = "MATERIALIZED" if connection.vendor == "postgresql" else ""
     hit_sql, hit_params = _in("r.metric", hit)
     read_sql, read_params = _in("r.id", read)
-    breach = f"(%s AND (r.metric = '' OR {hit_sql}))"
-    cursor.execute(
-        f"WITH mine AS {materialized} "
-        f"(SELECT id, rule_id FROM {enrolment} WHERE session_id = %s) "
+    breach = f"CASE WHEN r.metric = '' THEN %s ELSE ({hit_sql}) END"
+    breach_params = [any_notice, *hit_params]
+    insert = (
+        f"INSERT INTO {enrolment} "
+        "(rule_id, session_id, breached, read_candidate, enrolled_at, updated_at) "
+        f"SELECT r.id, %s, {breach}, ({read_sql}), %s, %s FROM {rule} r "
+        f"WHERE r.state = {CANDIDATE} AND r.trial_sessions < %s "
+        "ON CONFLICT (rule_id, session_id) DO NOTHING"
+    )
+    insert_params = [session_id, *breach_params, *read_params, now, now, needed]
+    if not any_notice and not read:
+        return [(insert, insert_params)]
+    # The session's enrolments are found first (materialised), so the planner cannot start
+    # from the candidates and probe each one.
+    mine = f"SELECT id, rule_id FROM {enrolment} WHERE session_id = %s"
+    flip = (
         f"UPDATE {enrolment} SET breached = {enrolment}.breached OR {breach}, "
         f"read_candidate = {enrolment}.read_candidate OR ({read_sql}), updated_at = %s "
         f"FROM mine JOIN {rule} r ON r.id = mine.rule_id "
-        f"WHERE {enrolment}.id = mine.id AND r.state = %s "
+        f"WHERE {enrolment}.id = mine.id AND r.state = {CANDIDATE} "
         f"AND ((NOT {enrolment}.breached AND {breach}) "
-        f"OR (NOT {enrolment}.read_candidate AND ({read_sql})))",
-        [
-            session_id,
-            any_notice,
-            *hit_params,
-            *read_params,
-            now,
-            RuleState.CANDIDATE,
-            any_notice,
-            *hit_params,
-            *read_params,
-        ],
+        f"OR (NOT {enrolment}.read_candidate AND ({read_sql})))"
     )
+    flip_params = [*breach_params, *read_params, now, *breach_params, *read_params]
+    if connection.vendor == "postgresql":
+        return [
+            (
+                f"WITH mine AS MATERIALIZED ({mine}), flipped AS ({flip}) {insert}",
+                [session_id, *flip_params, *insert_params],
+            )
+        ]
+    return [
+        (f"WITH mine AS ({mine}) {flip}", [session_id, *flip_params]),
+        (insert, insert_params),
+    ]
 
 
 def trial_counts(rule_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:

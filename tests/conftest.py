@@ -20,6 +20,30 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 def pytest_configure(config):
     # Password hashing is deliberately slow; tests that create users need none of that.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # The test client and the live server speak plain HTTP; production's HTTPS defaults are
+    # tested on their own (tests/unit/test_deploy_settings.py).
+    settings.SECURE_SSL_REDIRECT = settings.SESSION_COOKIE_SECURE = False
+    settings.CSRF_COOKIE_SECURE = False
+    settings.SECURE_HSTS_SECONDS = 0
+    _flush_past_the_journal_guard()
+
+
+def _flush_past_the_journal_guard() -> None:
+    """Transactional tests empty the database with TRUNCATE between tests, which the journal's
+    trigger refuses (migration 0009), as it should in production. The tests connect as the
+    owner, who may set the trigger aside for the length of the flush's own transaction."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    flush = DatabaseOperations.sql_flush
+    guard = "ALTER TABLE lifecycle_journalevent {} TRIGGER journal_no_truncate"
+
+    def sql_flush(self, style, tables, **kwargs):
+        statements = flush(self, style, tables, **kwargs)
+        if "lifecycle_journalevent" not in tables:
+            return statements
+        return [guard.format("DISABLE"), *statements, guard.format("ENABLE")]
+
+    DatabaseOperations.sql_flush = sql_flush
 
 
 def _missing_service(item) -> str:

@@ -9,6 +9,7 @@ only the engine promotes (semantics §3)."""
 from ninja import NinjaAPI
 
 from . import (
+    bodies,
     candidates,
     errors,
     journal,
@@ -29,6 +30,7 @@ api = NinjaAPI(
     version="1",
     description="Corpus, reports, candidates, the rule tool, rounds, journal and packs.",
     urls_namespace="api-v1",
+    parser=bodies.StrictParser(),
 )
 for module in (trajectories, traces, reports, candidates, rules, journal, rounds, scopes, packs):
     api.add_router("/", module.router)

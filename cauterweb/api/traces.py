@@ -76,7 +76,9 @@ def post_traces(request, format: str | None = None, replace: bool = False, merge
         raise ApiError(422, f"format must be one of {', '.join(FORMATS)}")
     # Binary bodies (protobuf, a zipped log) hold NUL bytes by nature; text may not.
     body = (
-        request.body if content_type in (*PROTOBUF_TYPES, *ZIP_TYPES) else bodies.raw_body(request)
+        request.body
+        if content_type in (*PROTOBUF_TYPES, *ZIP_TYPES)
+        else bodies.strict_text(request)
     )
     result = import_traces(
         body,

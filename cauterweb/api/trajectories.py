@@ -24,11 +24,12 @@ router = Router(tags=["corpus"])
 )
 def post_trajectories(request, replace: bool = False):
     """Atomic and idempotent (semantics §2): same ids with the same content change nothing;
-    changed content is a conflict unless `replace=true`."""
+    changed content is a conflict unless `replace=true`. A JSON Lines body is streamed: read
+    line by line as the import goes, so its size is not limited, only each line's."""
     if bodies.is_jsonl(request):
-        lines = bodies.raw_body(request).splitlines()
+        lines = bodies.streamed_lines(request)
     else:
         lines = [json.dumps(item) for item in bodies.json_items(request)]
     # With the token as actor, import_corpus journals the change in the import's transaction.
-    result = import_corpus(lines, replace=replace, actor=request_actor(request))
+    result = import_corpus(lines, replace=replace, actor=request_actor(request), keep_ids=True)
     return {**result.as_dict(), "ids": result.ids}

@@ -35,10 +35,13 @@ class JsonCommand(BaseCommand):
 
 
 def open_lines(path: str):
-    """A file's lines, or stdin for '-'; a missing file is a clear CommandError."""
+    """A file's lines as bytes, or stdin's for '-'; a missing file is a clear CommandError.
+    Bytes, not text: each line is decoded on its own (`validation.read_jsonl`), so invalid
+    UTF-8 is an error naming its line instead of a traceback in the middle of the file, and
+    only a line feed ends a line (a form feed or U+2028 inside a JSON string does not)."""
     if path == "-":
-        return sys.stdin
+        return sys.stdin.buffer
     try:
-        return open(path, encoding="utf-8", errors="strict", newline=None)
+        return open(path, "rb")
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror}") from None

@@ -13,20 +13,27 @@ piling up copies.
 Only candidates and active rules of the same scope are compared (retired rules are history,
 not copies), and the rule a re-queued version replaces is not its duplicate. A duplicate is
 still a candidate in its own right: the link is shown, it decides nothing.
+
+The check costs the same whatever is stored (`lifecycle.limits`): the scope's live rules are
+read newest first, at most DUPLICATE_SCAN of them; at most DUPLICATE_COMPARE compatible ones go
+to the comparator; and only the first DUPLICATE_TEXT characters of each text are read, cut in
+SQL, and journaled.
 """
 
 import logging
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models.functions import Substr
 from django.utils import timezone
 
 from comparison.compare import compare_many
 from comparison.semantic import ComparatorUnavailable
 
 from .. import atoms as atom_lib
-from .. import journal
+from .. import journal, limits
 from ..journal import EventType
+from ..limits import head
 from ..matching import notice_targets
 from ..metrics import Registry, load_registry
 from ..models import Rule, RuleState
@@ -54,23 +61,42 @@ def signatures_compatible(
 
 
 def _text(rule: Rule) -> dict:
-    return {"trigger": rule.trigger, "directive": rule.directive}
+    return {"trigger": head(rule.trigger), "directive": head(rule.directive)}
 
 
-def probable_duplicate(rule: Rule, *, registry: Registry | None = None) -> tuple[Rule, dict] | None:
-    """(the live rule of the same scope this one says the same as, the comparator's scores),
-    or None. Among several, the closest (highest semantic score, then the oldest)."""
-    registry = registry if registry is not None else load_registry()
-    family = registry.family(rule.metric)
+def _live_heads(rule: Rule) -> list[tuple[Rule, dict]]:
+    """The live rules of the scope a candidate is compared with, each with the head of its
+    text (`lifecycle.limits`): newest first, at most DUPLICATE_SCAN of them, and only the
+    first DUPLICATE_TEXT characters of each text read from the database, so the cost of the
+    check is bounded whatever is stored (a rule kept from before the limits may be 25 MB)."""
     live = Rule.objects.filter(
         scope=rule.scope, state__in=[RuleState.CANDIDATE, RuleState.ACTIVE]
     ).exclude(pk=rule.pk)
     if rule.replaces_id:
         # An edited version is meant to say nearly the same as the rule it replaces.
         live = live.exclude(pk=rule.replaces_id)
+    rows = (
+        live.order_by("-recorded_at", "-id")
+        .only("id", "scope", "state", "metric", "signature", "recorded_at")
+        .annotate(
+            trigger_head=Substr("trigger", 1, limits.DUPLICATE_TEXT),
+            directive_head=Substr("directive", 1, limits.DUPLICATE_TEXT),
+        )[: limits.DUPLICATE_SCAN]
+    )
+    return [(r, {"trigger": r.trigger_head, "directive": r.directive_head}) for r in rows]
+
+
+def probable_duplicate(
+    rule: Rule, *, registry: Registry | None = None
+) -> tuple[Rule, dict, dict] | None:
+    """(the live rule of the same scope this one says the same as, the comparator's scores,
+    the head of its text), or None. Among several, the closest (highest semantic score, then
+    the oldest). At most DUPLICATE_COMPARE compatible rules go to the comparator."""
+    registry = registry if registry is not None else load_registry()
+    family = registry.family(rule.metric)
     others = [
-        other
-        for other in live.order_by("recorded_at", "id")
+        (other, text)
+        for other, text in _live_heads(rule)
         if signatures_compatible(
             rule.signature,
             family,
@@ -79,14 +105,19 @@ def probable_duplicate(rule: Rule, *, registry: Registry | None = None) -> tuple
             a_metric=rule.metric,
             b_metric=other.metric,
         )
-    ]
+    ][: limits.DUPLICATE_COMPARE]
     if not others:
         return None
-    results = compare_many([(_text(rule), _text(other)) for other in others])
-    matches = [(o, r) for o, r in zip(others, results, strict=True) if r["verdict"] == "match"]
+    others.reverse()  # oldest first, so that the oldest wins a tie
+    results = compare_many([(_text(rule), text) for _, text in others])
+    matches = [
+        (other, scores, text)
+        for (other, text), scores in zip(others, results, strict=True)
+        if scores["verdict"] == "match"
+    ]
     if not matches:
         return None
-    return max(matches, key=lambda pair: pair[1]["semantic"])
+    return max(matches, key=lambda found: found[1]["semantic"])
 
 
 def rule_check_duplicate(*, rule_id: str, now: datetime | None = None) -> Rule | None:
@@ -105,7 +136,7 @@ def rule_check_duplicate(*, rule_id: str, now: datetime | None = None) -> Rule |
         return None
     if found is None:
         return None
-    other, scores = found
+    other, scores, other_text = found
     with transaction.atomic():
         if not Rule.objects.filter(pk=rule.pk, duplicate_of__isnull=True).update(
             duplicate_of=other
@@ -116,16 +147,16 @@ def rule_check_duplicate(*, rule_id: str, now: datetime | None = None) -> Rule |
             actor=rule.author,
             rule_id=rule.id,
             at=now or timezone.now(),
-            evidence=_duplicate_evidence(other, scores),
+            evidence=_duplicate_evidence(other, scores, other_text),
         )
     return other
 
 
-def _duplicate_evidence(other: Rule, scores: dict) -> dict:
+def _duplicate_evidence(other: Rule, scores: dict, other_text: dict) -> dict:
     return {
         "duplicate_of": other.id,
         "other_state": other.state,
-        "other": _text(other),
+        "other": other_text,
         "verdict": scores["verdict"],
         "semantic": scores["semantic"],
         "token_f1": scores["token_f1"],

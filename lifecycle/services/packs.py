@@ -8,7 +8,7 @@ as provenance to be shown, never trusted.
 """
 
 import json
-import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -19,7 +19,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as SchemaError
 
-from lifecycle import journal, signals
+from lifecycle import journal, jsonsafe, signals
 from lifecycle.journal import DECISION_TYPES, EventType
 from lifecycle.services.rules import rule_record_candidate
 from lifecycle.validation import (
@@ -345,10 +345,14 @@ _PackLoader.yaml_implicit_resolvers = {
 def _parse(text: str) -> tuple[object, list[PackError]]:
     try:
         if text.lstrip().startswith(("{", "[")):
-            return json.loads(text), []
-        return yaml.load(text, Loader=_PackLoader), []  # noqa: S506 - a SafeLoader subclass
-    except json.JSONDecodeError as exc:
-        return None, [PackError((), f"not valid JSON: {exc.msg} (line {exc.lineno})")]
+            return jsonsafe.loads(text), []
+        document = yaml.load(text, Loader=_PackLoader)  # noqa: S506 - a SafeLoader subclass
+        # YAML has no depth bound of its own; the checks that follow walk the document.
+        jsonsafe.check_depth(document)
+        return document, []
+    except jsonsafe.JsonRejected as exc:
+        where = f" (line {exc.line})" if exc.line is not None else ""
+        return None, [PackError(_pack_loc(exc.path), f"{exc.message}{where}")]
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         where = f" (line {mark.line + 1})" if mark else ""
@@ -364,6 +368,13 @@ def _parse(text: str) -> tuple[object, list[PackError]]:
         return None, [PackError((), "the pack is nested too deeply")]
 
 
+def _pack_loc(path: str) -> tuple[str | int, ...]:
+    """`rules[3].trigger` → ("rules", 3, "trigger"), the shape of every other pack error."""
+    return tuple(
+        int(index) if index else name for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path)
+    )
+
+
 def _non_plain(value: object, loc: tuple = ()) -> list[PackError]:
     """Everything in a pack must be JSON a database can store: YAML's sets, binary, odd floats
     and NUL characters are refused."""
@@ -376,10 +387,10 @@ def _non_plain(value: object, loc: tuple = ()) -> list[PackError]:
         return errors
     if isinstance(value, list):
         return [e for i, item in enumerate(value) for e in _non_plain(item, (*loc, i))]
-    if isinstance(value, float) and not math.isfinite(value):
-        return [PackError(loc, "numbers must be finite")]
-    if isinstance(value, str) and "\x00" in value:
-        return [PackError(loc, "NUL characters are not allowed")]
+    if isinstance(value, int | float) and jsonsafe.number_problem(value):
+        return [PackError(loc, jsonsafe.number_problem(value))]
+    if isinstance(value, str) and jsonsafe.string_problem(value):
+        return [PackError(loc, f"contains {jsonsafe.string_problem(value)[1]}")]
     if value is None or isinstance(value, str | int | float | bool):
         return []
     return [PackError(loc, f"{type(value).__name__} values are not allowed in a pack")]
@@ -519,6 +530,11 @@ def preview_pack(text: str) -> PackPreview:
     if not isinstance(document, dict):
         preview.errors.append(PackError((), "a pack is a mapping with pack_version, rules, …"))
         return preview
+    # Before anything of the pack is echoed back in the preview: a NaN or a lone surrogate
+    # would make the answer itself invalid JSON.
+    preview.errors = _non_plain(document)
+    if preview.errors:
+        return preview
     preview.pack_version = document.get("pack_version")
     preview.name = document.get("name") if isinstance(document.get("name"), str) else ""
     preview.version = document.get("version") if isinstance(document.get("version"), str) else ""
@@ -531,9 +547,6 @@ def preview_pack(text: str) -> PackPreview:
                 f"{PACK_VERSION})",
             )
         )
-        return preview
-    preview.errors = _non_plain(document)
-    if preview.errors:
         return preview
     if preview.checksum and preview.checksum != pack_checksum(document):
         preview.errors.append(

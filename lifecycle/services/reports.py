@@ -20,6 +20,7 @@ from ..validation import (
     content_hash,
     parse_metrics,
     parse_time,
+    report_size_errors,
     unknown_keys,
 )
 
@@ -30,6 +31,7 @@ def parse_report(number: int, obj: object) -> tuple[dict | None, list[LineError]
     if not isinstance(obj, dict):
         return None, [LineError(number, "", "each line must be a JSON object")]
     errors = unknown_keys(number, obj, REPORT_KEYS)
+    errors += [LineError(number, f, m) for f, m in report_size_errors(obj)]
     session_id = obj.get("session_id")
     if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 128:
         errors.append(
@@ -119,7 +121,9 @@ def reports_store(
     parsed = _parse_reports(rows)
     now = now or timezone.now()
     result = ImportResult()
-    with transaction.atomic():
+    # No savepoint inside the caller's transaction: nothing here is retried on its own, and a
+    # savepoint is two more round trips for every report.
+    with transaction.atomic(savepoint=False):
         sessions = {k[0] for k in parsed}
         stored = {(r.session_id, r.at): r for r in Report.objects.filter(session_id__in=sessions)}
         new, changed = [], []

@@ -27,6 +27,7 @@ from ..validation import (
     candidate_fields,
     check_metric,
     check_rule_id,
+    review_reason,
     rule_content_hash,
 )
 from .follow_ups import rule_compare_enqueue
@@ -300,9 +301,7 @@ def rule_retire_by_reviewer(
     """A human reviewer retires a candidate or an active rule, with a reason (semantics §3).
     False when it is already retired."""
     check_allowed(Action.RETIRE_BY_REVIEWER, actor)
-    reason = (reason or "").strip()
-    if not reason:
-        raise InvalidRule("a reason is required to retire a rule by hand", field="reason")
+    reason = review_reason(reason)
     with transaction.atomic():
         rule = Rule.objects.select_for_update().filter(pk=rule_id).only("state").first()
         if rule is None:

@@ -8,7 +8,7 @@ import yaml
 from django.test import override_settings
 from django.urls import get_resolver
 
-from lifecycle.models import JournalEvent, Rule, RuleRead
+from lifecycle.models import JournalEvent, Rule, RuleRead, Trajectory
 from lifecycle.services.packs import export_pack
 from lifecycle.services.rules import rule_promote, rule_retire_by_reviewer
 from lifecycle.services.tokens import token_create, token_revoke
@@ -293,6 +293,50 @@ def test_trajectories_follow_import_corpus_semantics(client, keys):
         ("repair-bot", {"created": 1, "unchanged": 0, "updated": 0, "replace": False}),
         ("repair-bot", {"created": 0, "unchanged": 0, "updated": 1, "replace": True}),
     ]
+
+
+def test_a_json_lines_corpus_is_read_as_a_stream_beyond_the_body_limit(client, keys):
+    """The body is never loaded whole: a corpus far larger than the request body limit goes
+    in, as long as each of its lines is within it (semantics §2)."""
+    lines = "".join(json.dumps(trajectory(f"F-{n:03d}")) + "\n" for n in range(60))
+    assert len(lines) > 16 * 1024
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024):
+        response = call(
+            client, "post", f"{API}/trajectories", keys[AGENT], lines, "application/x-ndjson"
+        )
+    assert response.status_code == 200, response.content
+    assert response.json()["created"] == 60
+    assert len(response.json()["ids"]) == 60
+
+
+def test_a_streamed_corpus_with_a_bad_last_line_writes_nothing(client, keys):
+    lines = "".join(json.dumps(trajectory(f"F-{n:03d}")) + "\n" for n in range(30))
+    bad = json.dumps(trajectory("F-999", task="a\u0000b"))
+    response = call(
+        client, "post", f"{API}/trajectories", keys[AGENT], lines + bad, "application/x-ndjson"
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"] == [
+        {"loc": ["line", 31, "task"], "msg": "a string contains a NUL character (\\u0000)"}
+    ]
+    assert not JournalEvent.objects.filter(type="corpus_imported").exists()
+    assert not Trajectory.objects.exists()
+
+
+def test_a_streamed_line_over_the_limit_is_refused_by_number(client, keys):
+    lines = (
+        json.dumps(trajectory("F-001")) + "\n" + json.dumps(trajectory("F-002", task="x" * 2048))
+    )
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024):
+        response = call(
+            client, "post", f"{API}/trajectories", keys[AGENT], lines, "application/x-ndjson"
+        )
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": "line 2 is longer than the limit of 1024 bytes",
+        "errors": [{"loc": ["line", 2], "msg": "too long"}],
+    }
+    assert not Trajectory.objects.exists()
 
 
 # ---- errors --------------------------------------------------------------------------------

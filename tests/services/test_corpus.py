@@ -1,12 +1,19 @@
 """Corpus import (semantics §2): atomic, every bad line named, idempotent, expected_rule kept."""
 
+import gc
+import importlib
+import io
 import json
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 
 from lifecycle.models import JournalEvent, Trajectory, TrajectoryAtom
+from lifecycle.services import corpus as corpus_service
 from lifecycle.services.corpus import import_corpus
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected
@@ -152,6 +159,155 @@ def test_the_command_refuses_a_missing_file():
         call_command("import_corpus", "/nonexistent/corpus.jsonl")
 
 
+# --- streaming: chunks, one transaction, every bad line (semantics §2) ----------------------
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of three lines, so a handful of lines crosses several chunk boundaries."""
+    monkeypatch.setattr(corpus_service, "CHUNK", 3)
+
+
+def test_a_bad_last_line_after_written_chunks_writes_nothing(small_chunks):
+    lines = jsonl(*(trajectory(f"F-{i:03d}") for i in range(10)), trajectory("F-999", kind="x"))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [(e.line, e.field) for e in exc.value.errors] == [(11, "kind")]
+    assert not Trajectory.objects.exists()
+    assert not TrajectoryAtom.objects.exists()
+
+
+def test_every_bad_line_is_reported_after_the_first_bad_chunk(small_chunks):
+    import_corpus(jsonl(trajectory("F-100")))
+    lines = jsonl(
+        trajectory("F-001", kind="x"),  # chunk 1
+        trajectory("F-002"),
+        trajectory("F-003"),
+        trajectory("F-004"),  # chunk 2
+        trajectory("F-100", task="other text"),  # stored with other content
+        trajectory("F-002"),  # a repeat of line 2, two chunks later
+        trajectory("F-007", metrics={"coherence": 2}),  # chunk 3
+    )
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [(e.line, e.field) for e in exc.value.errors] == [
+        (1, "kind"),
+        (5, "id"),
+        (6, "id"),
+        (7, "metrics"),
+    ]
+    assert "already appears on line 2" in exc.value.errors[2].message
+    assert list(Trajectory.objects.values_list("id", flat=True)) == ["F-100"]
+
+
+def test_a_repeated_id_in_a_later_chunk_names_its_first_line(small_chunks):
+    lines = jsonl(*(trajectory(f"F-{i:03d}") for i in range(7)), trajectory("F-001"))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [str(e) for e in exc.value.errors] == [
+        "line 8, field 'id': 'F-001' already appears on line 2"
+    ]
+
+
+def test_chunks_import_and_re_import_like_one_file(small_chunks):
+    lines = jsonl(*(trajectory(f"F-{i:03d}") for i in range(8)))
+    seen = []
+    result = import_corpus(lines, progress=seen.append, keep_ids=True)
+    assert result.as_dict() == {"created": 8, "unchanged": 0, "updated": 0}
+    assert result.ids == [f"F-{i:03d}" for i in range(8)]
+    assert seen == [3, 6, 8]
+    assert TrajectoryAtom.objects.count() == 16
+    again = jsonl(
+        *(trajectory(f"F-{i:03d}", **({"task": "new"} if i == 4 else {})) for i in range(8))
+    )
+    assert import_corpus(again, replace=True).as_dict() == {
+        "created": 0,
+        "unchanged": 7,
+        "updated": 1,
+    }
+    assert Trajectory.objects.get(pk="F-004").task == "new"
+    assert TrajectoryAtom.objects.count() == 16
+
+
+def test_the_same_content_written_another_way_is_unchanged():
+    line = trajectory(
+        "F-001", meta={"b": 1, "a": [1, 2]}, signature=["tool:git", " action:git.push"]
+    )
+    import_corpus(jsonl(line))
+    reordered = dict(reversed(list({**line, "meta": {"a": [1, 2], "b": 1}}.items())))
+    reordered["signature"] = ["tool:git", "action:git.push"]
+    assert import_corpus([json.dumps(reordered, indent=None)]).as_dict() == {
+        "created": 0,
+        "unchanged": 1,
+        "updated": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        # NaN is refused by the strict decoder while it reads the line, before any field.
+        ({"steps": [{"score": float("nan")}]}, ""),
+        ({"task": "push\u0000the fix"}, "task"),
+        ({"outcome": {"summary": "\ud800"}}, "outcome.summary"),
+        ({"meta": {"note": "a\u0000b"}}, "meta.note"),
+    ],
+)
+def test_values_the_database_cannot_store_are_line_errors(override, field):
+    raw = json.dumps(trajectory("F-001", **override))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus([raw])
+    assert [(e.line, e.field) for e in exc.value.errors] == [(1, field)]
+    assert not Trajectory.objects.exists()
+
+
+def test_a_line_that_is_not_utf8_is_named_by_the_command(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(json.dumps(trajectory("F-001")).encode() + b"\n" + b'{"id": "F-\xff"}\n')
+    with pytest.raises(CommandError, match="line 2: not valid UTF-8"):
+        call_command("import_corpus", str(path))
+    assert not Trajectory.objects.exists()
+
+
+def test_the_collector_is_paused_during_an_import_and_restored_after(monkeypatch):
+    states = []
+
+    def watch(lines_read):
+        states.append((gc.isenabled(), gc.get_freeze_count() > 0))
+
+    assert gc.isenabled()
+    import_corpus(jsonl(trajectory("F-001")), progress=watch)
+    assert states == [(False, True)]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    with pytest.raises(ImportRejected):
+        import_corpus(jsonl(trajectory("F-002", kind="x")))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_stored_trajectories_re_hash_to_what_an_import_computes():
+    """Migration 0011 re-hashes what was imported before the hash was taken from the cells:
+    from the stored values it must find the hash an import of the same line computes."""
+    lines = jsonl(
+        trajectory(
+            "F-001",
+            expected_rule=EXPECTED,
+            notices=["breach:task_completion"],
+            replay_input={"task": "push", "n": [1, 2.5]},
+            meta={"é": "ü"},
+            session_id="s-1",
+            corpus="failures/positive",
+        ),
+        trajectory("S-002", "success", steps=[], outcome=None, started_at=None),
+    )
+    import_corpus(lines)
+    imported = dict(Trajectory.objects.values_list("id", "content_hash"))
+    Trajectory.objects.update(content_hash="before")
+    migration = importlib.import_module("lifecycle.migrations.0011_trajectory_row_hashes")
+    migration.rehash(django_apps, SimpleNamespace(connection=connection))
+    assert dict(Trajectory.objects.values_list("id", "content_hash")) == imported
+    assert import_corpus(lines).as_dict() == {"created": 0, "unchanged": 2, "updated": 0}
+
+
 def test_an_import_by_a_token_is_journaled_with_it_and_a_no_op_is_not():
     bot = Actor.agent("corpus-bot")
     import_corpus(jsonl(trajectory("F-001")), actor=bot)
@@ -161,3 +317,38 @@ def test_an_import_by_a_token_is_journaled_with_it_and_a_no_op_is_not():
     assert [(e.actor, e.evidence) for e in events] == [
         ("corpus-bot", {"created": 1, "unchanged": 0, "updated": 0, "replace": False})
     ]
+
+
+def test_tabs_newlines_and_backslashes_survive_the_copy_text():
+    odd = "a\tb\nc\\d\re"
+    line = trajectory(
+        f"F-{odd}",
+        task=odd,
+        session_id=odd,
+        meta={"path": "C:\\temp\\x", "text": odd},
+        signature=["tool:git", "error:a\\b\tc"],
+    )
+    import_corpus(jsonl(line))
+    stored = Trajectory.objects.get()
+    assert (stored.id, stored.task, stored.session_id) == (f"F-{odd}", odd, odd)
+    assert stored.meta == {"path": "C:\\temp\\x", "text": odd}
+    assert set(TrajectoryAtom.objects.values_list("trajectory_id", "atom")) == {
+        (f"F-{odd}", "tool:git"),
+        (f"F-{odd}", "error:a\\b\tc"),
+    }
+    assert import_corpus(jsonl(line)).as_dict() == {"created": 0, "unchanged": 1, "updated": 0}
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_command_shows_a_progress_bar_on_a_terminal_only(tmp_path, capsys):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(jsonl(trajectory("F-001"), trajectory("F-002"))))
+    call_command("import_corpus", str(path), stdout=Terminal())
+    assert "import" in capsys.readouterr().err  # tqdm draws on stderr
+    call_command("import_corpus", str(path), "--json", stdout=Terminal())
+    call_command("import_corpus", str(path), stdout=io.StringIO())
+    assert capsys.readouterr().err == ""

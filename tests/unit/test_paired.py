@@ -425,3 +425,54 @@ def test_with_the_defaults_a_broken_win_holds_back_then_retires_at_the_last_look
     last = decide_paired(_rescue_and_break_one_win(8), FAILING + WINS, cfg)
     assert last.outcome == "retire" and last.evidence["decisive"] == {"case": "W1", "metric": OC}
     assert last.reason.startswith(f"regressed {OC} on protected wins W1, W2 (most on W1, −1.00)")
+
+
+# --- ties on a 0/1 deciding metric ----------------------------------------------------------
+
+
+def _two_metrics(table: dict) -> list[Sample]:
+    """{case: (treatment [(outcome, completion, coherence)], control [...])} → samples."""
+    out = []
+    for case, arms in table.items():
+        for arm, rows in zip((T, C), arms, strict=True):
+            out += [
+                Sample(case, "failing", arm, i, {OC: o, "task_completion": tc, "coherence": co})
+                for i, (o, tc, co) in enumerate(rows)
+            ]
+    return out
+
+
+def test_the_rules_other_accountable_metric_breaks_the_deciding_metrics_ties():
+    # One case, 2 against 2, outcome 1 0 against 0 0: on the outcome alone half the six
+    # relabellings tie or beat the observed one (p = 1/2). Task completion (a retire_on metric:
+    # the rule answers for it) breaks the ties: of the three relabellings that keep the success
+    # in treatment, those whose completions sum to 0.9 + 0.2 = 1.1 or more are {0.9, 0.2} and
+    # {0.9, 0.3}: p = 2/6. Coherence (not accountable) breaks nothing, whatever its values.
+    cases = [PairedCase("F1", "failing", OC, frozenset({OC, "task_completion"}))]
+    table = {"F1": ([(1.0, 0.9, 0.1), (0.0, 0.2, 0.1)], [(0.0, 0.1, 0.9), (0.0, 0.3, 0.9)])}
+    verdict = decide_paired(_two_metrics(table), cases, CFG)
+    improvement = verdict.evidence["improvement"]
+    assert improvement["p_value"] == pytest.approx(2 / 6)
+    assert improvement["metric"] == OC and improvement["effect"] == 0.5  # the outcome alone
+    plain = [PairedCase("F1", "failing", OC, frozenset({OC}))]
+    assert decide_paired(_two_metrics(table), plain, CFG).evidence["improvement"][
+        "p_value"
+    ] == pytest.approx(3 / 6)
+
+
+def test_a_rescue_tied_on_the_outcome_is_promoted_when_completion_ranks_it_first():
+    # Three cases, 2 against 2, outcome 1 1 against 1 0 in each: on the outcome alone
+    # p = (1/2)³ = 1/8, never significant; every relabelling keeping both successes of a case
+    # in treatment ties. Completion, higher on every treatment replay than on any control one,
+    # puts the observed labelling alone at the top: p = 1/216.
+    cases = [
+        PairedCase(f"F{i}", "failing", OC, frozenset({OC, "task_completion"})) for i in (1, 2, 3)
+    ]
+    treated = [(1.0, 0.95, 0.5), (1.0, 0.9, 0.5)]
+    control = [(1.0, 0.7, 0.5), (0.0, 0.2, 0.5)]
+    table = {f"F{i}": (treated, control) for i in (1, 2, 3)}
+    verdict = decide_paired(_two_metrics(table), cases, replace(CFG, batch=8))
+    assert verdict.evidence["improvement"]["p_value"] == pytest.approx(1 / 216)
+    assert verdict.outcome == "promote"
+    outcome_only = {c: ([o for o, _, _ in t], [o for o, _, _ in k]) for c, (t, k) in table.items()}
+    assert p_by_hand(outcome_only) == pytest.approx(1 / 8)

@@ -149,3 +149,114 @@ def test_a_stratum_without_both_arms_is_refused():
         shift_test([Stratum((1.0,), ())], seed=0)
     with pytest.raises(ValueError):
         shift_test([], seed=0)
+
+
+# --- ties broken by a second value per replay -----------------------------------------------
+
+
+def by_hand_lexicographic(strata):
+    """(P(T* ≥ T), P(T* ≤ T)) comparing (first sum, second sum) lexicographically, every
+    within-stratum relabelling listed."""
+    observed = (
+        sum(sum(s.treatment) for s in strata),
+        sum(sum(s.treatment_ties) for s in strata),
+    )
+    per_stratum = []
+    for s in strata:
+        pooled = list(zip(s.treatment + s.control, s.treatment_ties + s.control_ties, strict=True))
+        per_stratum.append(
+            [
+                tuple(sum(pooled[i][j] for i in pick) for j in (0, 1))
+                for pick in combinations(range(len(pooled)), len(s.treatment))
+            ]
+        )
+    sums = [tuple(sum(c[j] for c in combo) for j in (0, 1)) for combo in product(*per_stratum)]
+
+    def cmp(x, y):  # -1, 0, +1 with a tolerance on each key in turn
+        for a, b in zip(x, y, strict=True):
+            if abs(a - b) > 1e-9:
+                return 1 if a > b else -1
+        return 0
+
+    greater = sum(1 for t in sums if cmp(t, observed) >= 0) / len(sums)
+    less = sum(1 for t in sums if cmp(t, observed) <= 0) / len(sums)
+    return greater, less
+
+
+TIED = [
+    [Stratum((1.0, 0.0), (0.0, 0.0), (0.9, 0.2), (0.1, 0.3))],
+    [
+        Stratum((1.0, 1.0), (0.0, 1.0), (0.8, 0.7), (0.2, 0.6)),
+        Stratum((1.0, 0.0), (1.0, 0.0), (0.5, 0.4), (0.5, 0.1)),
+    ],
+    [
+        Stratum((1.0, 1.0, 0.0), (0.0, 1.0), (0.3, 0.3, 0.3), (0.3, 0.3)),  # ties all round
+        Stratum((0.0,), (1.0, 0.0), (0.9,), (0.1, 0.2)),
+    ],
+]
+
+
+def test_a_tie_is_broken_by_the_second_value_of_the_replays():
+    # One success in treatment, none in control: every relabelling that keeps the success in
+    # the treatment set ties on the first sum (3 of 6); the second sum 0.9 + 0.2 = 1.1 is met
+    # or beaten by {0.9, 0.2} and {0.9, 0.3} only. Without the second values p is 1/2.
+    strata = TIED[0]
+    assert shift_test(strata, seed=0).p_greater == pytest.approx(2 / 6)
+    plain = [Stratum(s.treatment, s.control) for s in strata]
+    assert shift_test(plain, seed=0).p_greater == pytest.approx(3 / 6)
+
+
+@pytest.mark.parametrize("strata", TIED)
+def test_exact_p_values_with_ties_broken_are_the_relabellings_counted_by_hand(strata):
+    result = shift_test(strata, seed=0)
+    greater, less = by_hand_lexicographic(strata)
+    assert result.method == "exact"
+    assert result.p_greater == pytest.approx(greater)
+    assert result.p_less == pytest.approx(less)
+
+
+def test_breaking_ties_keeps_the_test_exactly_valid_on_every_labelling_of_null_data():
+    # Under "the candidate changes nothing" every labelling of the pooled replays is equally
+    # likely. Listing them all: the share with p ≤ a never exceeds a, for every a the test
+    # can give, and the tie-broken test reaches levels the plain one cannot.
+    first = [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    second = [0.95, 0.85, 0.3, 0.1, 0.7, 0.25, 0.8, 0.2]
+    shares = {}
+    for ties in (True, False):
+        ps = []
+        for pick in combinations(range(8), 4):
+            rest = [i for i in range(8) if i not in pick]
+            stratum = Stratum(
+                tuple(first[i] for i in pick),
+                tuple(first[i] for i in rest),
+                tuple(second[i] for i in pick) if ties else (),
+                tuple(second[i] for i in rest) if ties else (),
+            )
+            ps.append(shift_test([stratum], seed=0).p_greater)
+        for a in set(ps):
+            assert sum(p <= a + 1e-12 for p in ps) / len(ps) <= a + 1e-12
+        shares[ties] = sum(p <= 0.05 for p in ps) / len(ps)
+    assert shares[False] == pytest.approx(1 / 70)  # only all four successes in treatment
+    assert shares[False] < shares[True] <= 0.05
+
+
+@pytest.mark.parametrize("strata", TIED)
+@pytest.mark.parametrize("level", [0.1, 0.3, 0.5])
+def test_with_ties_broken_the_interval_is_the_closure_of_the_shifts_not_rejected(strata, level):
+    result = shift_test(strata, seed=0)
+    low, high = result.lower_bound(level), result.upper_bound(level)
+    # A bound clear of 0 still means significant; a significant test may have its bound at 0
+    # exactly (the end of the interval is then open: the tie at 0 was broken against it).
+    if low > 0:
+        assert result.p_greater <= level
+    if result.p_greater <= level:
+        assert low >= 0
+    if high < 0:
+        assert result.p_less <= level
+    if result.p_less <= level:
+        assert high <= 0
+
+
+def test_tie_breaking_values_must_cover_every_replay_or_none():
+    with pytest.raises(ValueError):
+        Stratum((1.0, 0.0), (0.0,), (0.5,), (0.2,))

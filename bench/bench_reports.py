@@ -1,0 +1,261 @@
+"""Report intake at scale (semantics §2, §8) on PostgreSQL: prints figures, asserts nothing.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_reports_bench python bench/bench_reports.py
+
+- one report taken in (store + trial enrolment, `reports_ingest`) with 100 and with 10,000
+  candidates in force whose trials are full, and with 10 more candidates whose trials still
+  need sessions: median wall, CPU and statements of `--runs` reports (target: 10,000 ≤ 1.2×
+  100);
+- `POST /reports` through Django's test client (middleware, token auth, JSON, the same
+  intake), one worker, for `--seconds`, with 10,000 candidates in force (target ≥ 150/s).
+Round kicks stop at the broker: the request path never waits for a round (semantics §9.4).
+The database named in DATABASE_URL is created if missing, wiped and reused: never point it at
+real data. Each figure is printed with the load average when it was taken.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/cw_reports_bench"
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+OPEN = 10
+
+
+def ensure_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def add_candidates(prefix: str, count: int, *, full: bool) -> None:
+    """`count` candidates on task_completion; with `full`, each trial already holds its
+    `rule_trial_min_sessions` sessions (the steady state of a busy system)."""
+    from django.conf import settings
+
+    from lifecycle.models import Rule, TrialEnrolment
+
+    Rule.objects.bulk_create(
+        [
+            Rule(
+                id=f"{prefix}-{i:05d}",
+                trigger=f"when step {i} fails",
+                directive=f"retry step {i}",
+                metric="task_completion",
+                author="bench",
+                author_kind="agent",
+                content_hash=f"{prefix}{i}",
+                recorded_at=T0,
+            )
+            for i in range(count)
+        ],
+        batch_size=5000,
+    )
+    if full:
+        sessions = settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS
+        TrialEnrolment.objects.bulk_create(
+            [
+                TrialEnrolment(
+                    rule_id=f"{prefix}-{i:05d}",
+                    session_id=f"old-{n}",
+                    enrolled_at=T0,
+                    updated_at=T0,
+                )
+                for i in range(count)
+                for n in range(sessions)
+            ],
+            batch_size=5000,
+        )
+
+
+class Meter:
+    def __init__(self):
+        from django.db import connection
+
+        self.connection = connection
+        self.statements = 0
+
+    def _count(self, execute, sql, params, many, context):
+        self.statements += 1
+        return execute(sql, params, many, context)
+
+    def __enter__(self):
+        self._hook = self.connection.execute_wrapper(self._count)
+        self._hook.__enter__()
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+        self._hook.__exit__(*exc)
+
+
+def one_report(n: int, *, session: str) -> str:
+    return json.dumps(
+        {
+            "session_id": session,
+            "at": (T0 + timedelta(days=1, seconds=n)).isoformat(),
+            "notices": ["breach:task_completion"],
+            "metrics": {"task_completion": 0.4},
+            "rules_read": ["FULL-00001"],
+        }
+    )
+
+
+def bench_one_report(runs: int, counter) -> list[Meter]:
+    """Each timed report meets OPEN fresh candidates whose trials need sessions (made before
+    the timer starts), so it both skips the full trials and enrols into the open ones."""
+    from lifecycle.models import Rule, TrialEnrolment
+    from lifecycle.validation import read_jsonl
+    from replay.intake import reports_ingest
+
+    meters = []
+    for _ in range(runs):
+        n = next(counter)
+        Rule.objects.filter(id__startswith="OPEN").update(state="retired")
+        add_candidates(f"OPEN{n}", OPEN, full=False)
+        with Meter() as meter:
+            reports_ingest(read_jsonl([one_report(n, session=f"live-{n}")]))
+        meters.append(meter)
+        assert TrialEnrolment.objects.filter(session_id=f"live-{n}").count() == OPEN
+    Rule.objects.filter(id__startswith="OPEN").update(state="retired")
+    return meters
+
+
+def summary(meters: list[Meter]) -> str:
+    wall = statistics.median(m.wall for m in meters) * 1000
+    cpu = statistics.median(m.cpu for m in meters) * 1000
+    statements = statistics.median(m.statements for m in meters)
+    return f"{wall:6.1f} ms wall, {cpu:5.1f} ms CPU, {statements:.0f} statements"
+
+
+def enrolment_buffers(n: int) -> int:
+    """Shared buffers the enrolment statement of one fresh report touches (EXPLAIN ANALYZE,
+    rolled back): what the database reads, whatever the timer says on a shared machine."""
+    from django.conf import settings
+    from django.db import connection, transaction
+
+    from replay.trials import _enrol_statements
+
+    (sql, params), *_ = _enrol_statements(
+        f"explain-{n}",
+        hit=["task_completion"],
+        any_notice=True,
+        read=[],
+        now=T0,
+        needed=settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS,
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0]
+        plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+        transaction.set_rollback(True)
+    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+
+
+def bench_post_reports(seconds: float, counter) -> tuple[float, float, float]:
+    """Requests per second of one worker posting one report at a time; and its CPU share."""
+    from django.test import Client
+
+    from lifecycle.models import ApiToken
+    from lifecycle.services.tokens import token_create
+
+    ApiToken.objects.filter(name="bench").delete()
+    key = token_create(name="bench", role="agent", actor="bench").key
+    client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    def post():
+        n = next(counter)
+        body = one_report(n, session=f"api-{n}")
+        response = client.post("/api/v1/reports", body, content_type="application/json")
+        assert response.status_code == 200, response.content[:300]
+
+    post()
+    done, started, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - started < seconds:
+        post()
+        done += 1
+    wall = time.perf_counter() - started
+    return done / wall, (time.process_time() - cpu) / wall, wall / done * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    args = parser.parse_args()
+    url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
+    os.environ["CAUTERWEB_REPLAY_BACKEND"] = ""
+    ensure_database(url)
+
+    import django
+
+    django.setup()
+    from itertools import count
+
+    from django.core.management import call_command
+    from django.db import connection
+
+    from lifecycle.models import Rule
+    from replay.tasks import round_run_task
+
+    call_command("migrate", verbosity=0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE lifecycle_trialenrolment, lifecycle_ruleread, lifecycle_report, "
+            "lifecycle_journalevent, lifecycle_rule, lifecycle_apitoken CASCADE"
+        )
+    round_run_task.delay = lambda **kwargs: None
+    counter = count()
+    print(f"one report in, median of {args.runs}; {os.cpu_count()} CPUs")
+    add_candidates("FULL", 100, full=True)
+    add_candidates("MORE", 9_900, full=True)
+    connection.cursor().execute("ANALYZE")
+    bench_one_report(3, counter)  # warm-up: connection, caches
+    # The two sizes alternate, one report each, so they share the machine's load: the 9,900
+    # extra candidates leave and re-enter force between reports (untimed).
+    meters: dict[int, list[Meter]] = {100: [], 10_000: []}
+    for _ in range(args.runs):
+        for size, state in ((100, "retired"), (10_000, "candidate")):
+            Rule.objects.filter(id__startswith="MORE").update(state=state)
+            meters[size] += bench_one_report(1, counter)
+    for size, kept in meters.items():
+        print(f"  {size:>6,} candidates in force (+{OPEN} open): {summary(kept)}  load {load()}")
+    ratio = statistics.median(m.wall for m in meters[10_000]) / statistics.median(
+        m.wall for m in meters[100]
+    )
+    print(f"  ratio 10,000 / 100: {ratio:.2f} (wall)")
+    for size, state in ((100, "retired"), (10_000, "candidate")):
+        Rule.objects.filter(id__startswith="MORE").update(state=state)
+        add_candidates(f"OPENX{size}", OPEN, full=False)
+        print(
+            f"  enrolment statement, {size:>6,} candidates in force: "
+            f"{enrolment_buffers(next(counter))} buffers"
+        )
+        Rule.objects.filter(id__startswith="OPENX").update(state="retired")
+    rate, cpu_share, per_request = bench_post_reports(args.seconds, counter)
+    print(
+        f"POST /reports, one worker, 10,000 candidates in force: {rate:.0f}/s "
+        f"({per_request:.1f} ms a request; this process on CPU {cpu_share:.0%} of the time)  "
+        f"load {load()}"
+    )
+
+
+if __name__ == "__main__":
+    main()

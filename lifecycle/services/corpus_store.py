@@ -1,0 +1,276 @@
+"""Where a corpus import meets the database: set-based id checks and bulk writes of a chunk,
+below the ORM (a model instance per row costs more than the database's own write).
+
+The store lives for one import, inside its transaction. It keeps a temporary table of the ids
+seen so far, so a repeated id is found by the database, not by a Python set as long as the
+file. On PostgreSQL a chunk's check and write (one statement, then COPY) run as one job on a
+worker thread while the caller validates the next chunk: `submit` hands the job over, `wait`
+takes its outcome before the next job is handed over, so at most two chunks are alive and the
+one connection is never used by two threads at once. On SQLite the job runs on the caller's
+thread: SQLite works in this process, so a thread would only share the same CPU.
+"""
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from django.db import connection
+from django.utils import timezone
+
+from ..models import Rule, Trajectory, TrajectoryAtom
+
+SEEN = "corpus_import_seen"
+CHUNK_IDS = "corpus_import_chunk"
+
+
+class Row(NamedTuple):
+    """One validated corpus line, serialised: what the store writes. `payload` is the row's
+    cells in COPY text form for a store that writes by COPY, else the cells themselves."""
+
+    line: int
+    id: str
+    payload: str | tuple
+    digest: str
+    atoms: list[str]
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+# How a cell that is not text reads in COPY's text form.
+_NOT_TEXT = {None: "\\N", True: "t", False: "f"}
+
+
+def copy_escape(value) -> str:
+    """A cell in COPY's text form. Most cells need no escape; they are only searched."""
+    if value.__class__ is not str:
+        return _NOT_TEXT[value]
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_ESCAPES)
+    return value
+
+
+# The columns a corpus line fills, in the order of a row's cells; the content hash and the
+# time of import follow them.
+CELL_COLUMNS = (
+    "id",
+    "kind",
+    "task",
+    "steps",
+    "outcome",
+    "metrics",
+    "signature",
+    "notices",
+    "session_id",
+    "started_at",
+    "corpus",
+    "expected_rule",
+    "replayable",
+    "replay_input",
+    "meta",
+)
+COLUMNS = (*CELL_COLUMNS, "content_hash", "imported_at")
+
+
+def _quoted(names) -> str:
+    return ", ".join(connection.ops.quote_name(n) for n in names)
+
+
+TRAJECTORIES = Trajectory._meta.db_table
+ATOMS = TrajectoryAtom._meta.db_table
+RULES = Rule._meta.db_table
+
+
+def _rules_of_written_cases(cursor, imported_at: str) -> list[str]:
+    """Rules whose source case this import wrote (its rows carry its time of import): one
+    join over the rules that name a source case, however long the file."""
+    cursor.execute(
+        f"SELECT r.id FROM {RULES} r JOIN {TRAJECTORIES} t ON t.id = r.source_case "
+        "WHERE r.source_case <> '' AND t.imported_at = %s ORDER BY r.id",
+        [imported_at],
+    )
+    return [rule_id for (rule_id,) in cursor.fetchall()]
+
+
+BLOCK = 200
+
+
+def _parts(rows: list) -> Iterator[list]:
+    for start in range(0, len(rows), BLOCK):
+        yield rows[start : start + BLOCK]
+
+
+class _PostgresStore:
+    copy_text = True
+
+    def __init__(self, imported_at: datetime):
+        connection.ensure_connection()
+        self._raw = connection.connection
+        # COPY is psycopg's own API, outside Django's cursor wrapper: wrapped, a connection
+        # lost mid-write is Django's OperationalError (the API's JSON 503), not a raw error.
+        self._wrap = connection.wrap_database_errors
+        self._cursor = self._raw.cursor()
+        self._imported_at = self.time_text(imported_at)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
+        self._pending: Future | None = None
+        self._cursor.execute(f"DROP TABLE IF EXISTS {SEEN}")
+        # Byte-wise ("C") comparison: the index of every id in the file is built as it goes,
+        # and the locale's rules would only make that slower.
+        self._cursor.execute(
+            f'CREATE TEMP TABLE {SEEN} (id varchar(128) COLLATE "C" PRIMARY KEY, line integer)'
+        )
+        # Into an empty corpus nothing can be stored already, except by this import, which
+        # the ids seen tell: the lookup of stored hashes is skipped.
+        self._cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {TRAJECTORIES})")
+        self._stored_lookup = self._cursor.fetchone()[0]
+
+    @staticmethod
+    def time_text(value: datetime) -> str:
+        return value.astimezone(UTC).isoformat()
+
+    def check(self, rows: list) -> tuple[dict[str, int], dict[str, str]]:
+        """(id → first line, for ids already seen in this file; id → stored content hash), in
+        one statement that also records the chunk's ids as seen. Its reads see the tables as
+        they were before it, so a repeat is an id recorded by an earlier chunk; only repeats
+        and stored ids come back, usually none."""
+        lookup = (
+            f"LEFT JOIN {TRAJECTORIES} t ON t.id = c.id WHERE s.id IS NOT NULL OR t.id IS NOT NULL"
+            if self._stored_lookup
+            else "CROSS JOIN (SELECT NULL::varchar AS content_hash) t WHERE s.id IS NOT NULL"
+        )
+        self._cursor.execute(
+            "WITH chunk AS (SELECT * FROM unnest(%s::varchar[], %s::int[]) AS c (id, line)), "
+            f"recorded AS (INSERT INTO {SEEN} (id, line) SELECT id, line FROM chunk "
+            "ON CONFLICT (id) DO NOTHING) "
+            "SELECT c.id, s.line, t.content_hash FROM chunk c "
+            f'LEFT JOIN {SEEN} s ON s.id = c.id COLLATE "C" {lookup}',
+            [[r.id for r in rows], [r.line for r in rows]],
+        )
+        seen, stored = {}, {}
+        for row_id, line, digest in self._cursor.fetchall():
+            if line is not None:
+                seen[row_id] = line
+            else:
+                stored[row_id] = digest
+        return seen, stored
+
+    def submit(self, job: Callable[[], object]) -> None:
+        """Run `job` (a chunk's check and write) on the worker; `wait` for it before the next."""
+        self._pending = self._pool.submit(job)
+
+    def wait(self):
+        """The last job's result (None if there was none); its exception, if it raised."""
+        pending, self._pending = self._pending, None
+        return None if pending is None else pending.result()
+
+    def write(self, rows: list, *, replaced: list[str]) -> None:
+        if not rows:
+            return
+        with self._wrap, self._raw.cursor() as cursor:
+            if replaced:
+                cursor.execute(f"DELETE FROM {ATOMS} WHERE trajectory_id = ANY(%s)", [replaced])
+                cursor.execute(f"DELETE FROM {TRAJECTORIES} WHERE id = ANY(%s)", [replaced])
+            # The rows go to COPY as blocks of text built at once, not row by row: the thread
+            # holds the interpreter lock only briefly, so the validation of the next chunk goes
+            # on while PostgreSQL writes this one; and a block is a small part of a chunk.
+            tail = f"\t{self._imported_at}\n"
+            with cursor.copy(f"COPY {TRAJECTORIES} ({_quoted(COLUMNS)}) FROM STDIN") as copy:
+                for part in _parts(rows):
+                    copy.write("".join([f"{r.payload}\t{r.digest}{tail}" for r in part]).encode())
+            with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
+                for part in _parts(rows):
+                    text = [
+                        f"{copy_escape(r.id)}\t{copy_escape(a)}\n" for r in part for a in r.atoms
+                    ]
+                    copy.write("".join(text).encode())
+
+    def rules_of_written_cases(self) -> list[str]:
+        return _rules_of_written_cases(self._cursor, self._imported_at)
+
+    def finish(self) -> None:
+        self.wait()
+        self._cursor.execute(f"DROP TABLE {SEEN}")
+
+    def close(self) -> None:
+        # Whatever happened, the worker is done with the connection before the caller's
+        # transaction commits or rolls back.
+        self._pool.shutdown(wait=True)
+        self._cursor.close()
+
+
+class _SqliteStore:
+    copy_text = False
+
+    def __init__(self, imported_at: datetime):
+        self._cursor = connection.cursor()
+        self._imported_at = self.time_text(imported_at)
+        self._done = None
+        for table, key in ((SEEN, "PRIMARY KEY"), (CHUNK_IDS, "")):
+            self._cursor.execute(f"DROP TABLE IF EXISTS temp.{table}")
+            self._cursor.execute(f"CREATE TEMP TABLE {table} (id text {key}, line integer)")
+
+    @staticmethod
+    def time_text(value: datetime) -> str:
+        # Django's own storage form on SQLite (UTC, no offset): the ORM reads it back.
+        return str(timezone.make_naive(value, UTC))
+
+    def submit(self, job: Callable[[], object]) -> None:
+        self._done = job()
+
+    def wait(self):
+        done, self._done = self._done, None
+        return done
+
+    def check(self, rows: list) -> tuple[dict[str, int], dict[str, str]]:
+        cursor = self._cursor
+        cursor.execute(f"DELETE FROM {CHUNK_IDS}")
+        cursor.executemany(
+            f"INSERT INTO {CHUNK_IDS} (id, line) VALUES (%s, %s)", [(r.id, r.line) for r in rows]
+        )
+        cursor.execute(
+            f"SELECT c.id, s.line FROM {CHUNK_IDS} c JOIN {SEEN} s ON s.id = c.id",
+        )
+        seen = dict(cursor.fetchall())
+        cursor.execute(f"INSERT OR IGNORE INTO {SEEN} (id, line) SELECT id, line FROM {CHUNK_IDS}")
+        cursor.execute(
+            f"SELECT c.id, t.content_hash FROM {CHUNK_IDS} c JOIN {TRAJECTORIES} t ON t.id = c.id"
+        )
+        return seen, {i: h for i, h in cursor.fetchall() if i not in seen}
+
+    def write(self, rows: list, *, replaced: list[str]) -> None:
+        cursor = self._cursor
+        if replaced:
+            pairs = [(i,) for i in replaced]
+            cursor.executemany(f"DELETE FROM {ATOMS} WHERE trajectory_id = %s", pairs)
+            cursor.executemany(f"DELETE FROM {TRAJECTORIES} WHERE id = %s", pairs)
+        columns = COLUMNS
+        marks = ", ".join(["%s"] * len(columns))
+        cursor.executemany(
+            f"INSERT INTO {TRAJECTORIES} ({_quoted(columns)}) VALUES ({marks})",
+            [(*row.payload, row.digest, self._imported_at) for row in rows],
+        )
+        cursor.executemany(
+            f"INSERT INTO {ATOMS} (trajectory_id, atom) VALUES (%s, %s)",
+            [(row.id, atom) for row in rows for atom in row.atoms],
+        )
+
+    def rules_of_written_cases(self) -> list[str]:
+        return _rules_of_written_cases(self._cursor, self._imported_at)
+
+    def finish(self) -> None:
+        for table in (SEEN, CHUNK_IDS):
+            self._cursor.execute(f"DROP TABLE temp.{table}")
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+@contextmanager
+def corpus_store(imported_at: datetime) -> Iterator["_PostgresStore | _SqliteStore"]:
+    """The store of one import; use it inside the import's transaction."""
+    store = (_PostgresStore if connection.vendor == "postgresql" else _SqliteStore)(imported_at)
+    try:
+        yield store
+        store.finish()
+    finally:
+        store.close()
