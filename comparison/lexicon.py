@@ -309,10 +309,9 @@ class Lexicon:
         ]
 
 
-# Gate sizes measured on the labelled pairs' texts (the results do not depend on them).
-TOOL_LEXICON = Lexicon(TOOLS, size=1)
-ACTION_LEXICON = Lexicon(ACTIONS, size=1)
-ERROR_LEXICON = Lexicon(ERRORS, case_sensitive={"merge_conflict"}, size=8)
+TOOL_LEXICON = Lexicon(TOOLS)
+ACTION_LEXICON = Lexicon(ACTIONS)
+ERROR_LEXICON = Lexicon(ERRORS, case_sensitive={"merge_conflict"})
 STATE_LEXICON = Lexicon(STATES)
 KNOWN_LEXICON = Lexicon({**ERRORS, **{f"tool:{k}": v for k, v in TOOLS.items()}})
 COMPILED_TOOLS = TOOL_LEXICON.patterns
@@ -370,7 +369,7 @@ STANCES: dict[str, str] = {
     "merge": r"\bmerge\b",
     "new_key": r"(?:new|fresh|different) idempotency key",
 }
-STANCE_LEXICON = Lexicon(STANCES, size=1)
+STANCE_LEXICON = Lexicon(STANCES)
 # A negation reaches a few words on, never past the end of its clause: in "do not rebase;
 # merge the changes" the merge is not negated. A rejected option ("rather than rewriting
 # its history with rebase plus force push, …") reaches to the end of its clause.
@@ -423,6 +422,7 @@ VERB_CLASSES: dict[str, str] = {
     "send": r"push|publish|upload|deploy|release|send|return|respond|acknowledge",
     "expose": r"map|expose|publish|forward|bind|open (?:the |a )?port",
 }
+# Measured on the labelled texts: common verbs open any gate, so none is used here.
 VERB_LEXICON = Lexicon({k: rf"\b(?:{v})\b" for k, v in VERB_CLASSES.items()}, size=1)
 
 

@@ -112,6 +112,8 @@ class StaticEmbedder:
         # Word → piece ids is pure and rule text is repetitive: memoise per word.
         self._pieces = lru_cache(maxsize=65536)(self._wordpiece)
         self._vectors: dict[str, object] = {}
+        # Unit rows and norms of the whole table, made on first use of `pieces`.
+        self._unit = self._norms = None
 
     def _wordpiece(self, word: str) -> tuple[int, ...]:
         if len(word) > 100:
@@ -149,9 +151,12 @@ class StaticEmbedder:
         ids = self.piece_ids(text)
         if not ids:
             return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.float32)
-        rows = self.matrix[ids]
-        norms = np.linalg.norm(rows, axis=1)
-        return rows / np.maximum(norms, 1e-9)[:, None], norms
+        if self._unit is None:
+            # Row by row, so the same numbers as normalising a text's rows on each call.
+            norms = np.linalg.norm(self.matrix, axis=1)
+            self._norms = norms  # before `_unit`: another thread tests `_unit` alone
+            self._unit = self.matrix / np.maximum(norms, 1e-9)[:, None]
+        return self._unit[ids], self._norms[ids]
 
     def encode(self, texts: list[str]):
         """One unit vector per text (a zero vector for a text with no known piece).
