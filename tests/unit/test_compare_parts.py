@@ -204,3 +204,29 @@ def test_the_fit_is_deterministic_and_reads_only_training_splits(tmp_path):
     assert first == second
     assert first["features"] == list(FEATURES)
     assert 0.5 < report["cv_auc"] <= 1.0
+
+
+def test_the_opposite_words_looked_up_as_a_set_are_the_pairs_opposite_accepts():
+    from comparison.lexicon import ANTONYMS, opposite, opposites_of
+
+    words = {w for pair in ANTONYMS for w in pair} | {"documented", "undocumented", "valid"}
+    words |= {"invalid", "nonzero", "zero", "unit", "it", "disable", "able", "import", "port"}
+    for a in sorted(words):
+        assert opposites_of(a) & words == {b for b in words if opposite(a, b)}, a
+
+
+def test_a_text_embeds_the_same_alone_as_in_a_batch_and_from_the_cache():
+    from comparison.semantic import load_embedder
+
+    embedder = load_embedder()
+    texts = ["when git push fails with non-fast-forward", "pull --rebase, then push", ""]
+    batch = embedder.encode(texts)
+    embedder._vectors.clear()
+    alone = np.stack([embedder.encode([t])[0] for t in texts])
+    assert np.array_equal(batch, alone)
+    assert np.array_equal(embedder.encode(texts), batch)
+    unit, weight = embedder.pieces("scrub the token")
+    rows = embedder.matrix[embedder.piece_ids("scrub the token")]
+    norms = np.linalg.norm(rows, axis=1)
+    assert np.array_equal(weight, norms)
+    assert np.array_equal(unit, rows / np.maximum(norms, 1e-9)[:, None])
