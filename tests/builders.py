@@ -4,9 +4,14 @@ situation it sets up. Candidates go through `rule_record_candidate` and promotio
 `rule_promote`, the paths production takes; replay-case evidence is scored by the engine."""
 
 import json
+import os
+import subprocess
 import sys
+import time
 import types
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from lifecycle import journal
 from lifecycle.journal import EventType
@@ -286,3 +291,45 @@ def gate_result(*, lexical_broken=("S-022", "S-023", "NM-044"), signature_broken
         "lexical": report("lexical", lexical_broken),
         "signature": report("signature", signature_broken),
     }
+
+
+# ---- real Celery workers (PostgreSQL + Redis tests) ------------------------------------------
+
+
+def database_url(db) -> str:
+    """The URL of the test database, for worker processes: `db` is a connection's settings."""
+    user = db.get("USER") or ""
+    auth = f"{user}:{db['PASSWORD']}@" if db.get("PASSWORD") else (f"{user}@" if user else "")
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def celery_workers(app, *, prefix: str, count: int, env: dict):
+    """`count` solo-pool workers started from this checkout with `env` over the environment;
+    yields once every one answers a ping, and stops them (by pid) afterwards."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "cauterweb", "worker", "--pool=solo"]
+            + ["--without-heartbeat", "--without-mingle", "--without-gossip"]
+            + ["-n", f"{prefix}-{n}@%h", "--loglevel=WARNING"],
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for n in range(1, count + 1)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while len(app.control.ping(timeout=0.5) or []) < count:
+            assert time.monotonic() < deadline, "the Celery workers did not come up"
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -7,13 +7,9 @@ The workers are subprocesses pointed at pytest-django's test database (`test_<na
 data they see is what the test committed (transactional_db).
 """
 
-import os
-import subprocess
-import sys
 import time
 from datetime import timedelta
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -24,19 +20,11 @@ from lifecycle.validation import read_jsonl
 from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
-from tests.builders import T0, jsonl, report
+from tests.builders import T0, celery_workers, database_url, jsonl, report
 from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
-ROOT = Path(__file__).resolve().parent.parent.parent
 SIMULATED = "replay.backends.simulated:replay"
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    user = db.get("USER") or ""
-    auth = f"{user}:{db['PASSWORD']}@" if db.get("PASSWORD") else (f"{user}@" if user else "")
-    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
 @pytest.fixture(scope="module")
@@ -48,50 +36,14 @@ def workers(django_db_setup, django_db_blocker):
         pytest.skip("needs PostgreSQL and Redis")
     app.control.purge()
     env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "CAUTERWEB_REPLAY_BACKEND": SIMULATED,
         "CAUTERWEB_REPLAY_DESIGN": "single",
         "CAUTERWEB_ROUND_SCHEDULE_S": "3600",
     }
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "cauterweb",
-                "worker",
-                "--pool=solo",
-                "--without-heartbeat",
-                "--without-mingle",
-                "--without-gossip",
-                "-n",
-                f"engine-test-{n}@%h",
-                "--loglevel=WARNING",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for n in (1, 2)
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        while len(app.control.ping(timeout=0.5) or []) < 2:
-            assert time.monotonic() < deadline, "the Celery workers did not come up"
+    with celery_workers(app, prefix="engine-test", count=2, env=env) as procs:
         yield procs
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def wait_for(predicate, *, timeout_s: float = 60.0) -> None:

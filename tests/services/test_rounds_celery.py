@@ -11,10 +11,7 @@ test decides when those replays end — no sleeps in the test.
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -24,11 +21,11 @@ from lifecycle.models import JournalEvent, Rule
 from replay import lock
 from replay.models import ReplaySession, RoundStatus, ValidationRound
 from replay.tasks import round_run_task
-from tests.services.test_engine_celery import _database_url, wait_for
+from tests.builders import celery_workers, database_url
+from tests.services.test_engine_celery import wait_for
 from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule, win  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
-ROOT = Path(__file__).resolve().parent.parent.parent
 GATE = "cauterweb:test:gate"
 
 
@@ -58,8 +55,7 @@ def workers(django_db_setup, django_db_blocker):
         pytest.skip("needs PostgreSQL and Redis")
     app.control.purge()
     env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "CAUTERWEB_REPLAY_BACKEND": "tests.services.test_rounds_celery:gated",
         "CAUTERWEB_REPLAY_DESIGN": "single",
@@ -68,44 +64,8 @@ def workers(django_db_setup, django_db_blocker):
         "CAUTERWEB_REPLAY_TIMEOUT_S": "120",
         "CAUTERWEB_ROUND_SCHEDULE_S": "3600",
     }
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "cauterweb",
-                "worker",
-                "--pool=solo",
-                "--without-heartbeat",
-                "--without-mingle",
-                "--without-gossip",
-                "-n",
-                f"rounds-test-{n}@%h",
-                "--loglevel=WARNING",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for n in (1, 2, 3)
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        while len(app.control.ping(timeout=0.5) or []) < 3:
-            assert time.monotonic() < deadline, "the Celery workers did not come up"
+    with celery_workers(app, prefix="rounds-test", count=3, env=env) as procs:
         yield procs
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def verdict_events(rule_id: str) -> list:
