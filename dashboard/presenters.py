@@ -107,7 +107,11 @@ def _cell(arm: str, rows: list[dict], metric: str, lower: bool) -> Cell:
 def _case_order(samples: list[dict], figures: dict | None) -> list[tuple[str, str, bool]]:
     """(case, kind, counted): the verdict's cases in its order (failing first, then wins), then
     any case no longer selected, failing first."""
-    counted = list(((figures or {}).get("cases") or {}).items())
+    by_case = (figures or {}).get("cases") or {}
+    # The verdict's order (newest first per kind) is its `case_order`: JSON objects stored in
+    # PostgreSQL's jsonb come back with their keys reordered.
+    ids = (figures or {}).get("case_order") or list(by_case)
+    counted = [(case, by_case[case]) for case in ids if case in by_case]
     order = [(case, body.get("kind", ""), True) for case, body in counted]
     seen = {case for case, _, _ in order}
     rest = {s["case_id"]: KINDS.get(s["case__kind"], s["case__kind"]) for s in samples}

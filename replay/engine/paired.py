@@ -305,6 +305,8 @@ def _evidence(samples, cases, config: PairedConfig, promote: Look, retire: Look)
         "alpha_spent": {"promote": promote.spent, "retire": retire.spent},
         "replays": len(samples),
         "cases": _summary(samples, cases),
+        # JSON objects keep no order in PostgreSQL's jsonb: the cases' order, said explicitly.
+        "case_order": [c.case_id for c in cases],
         "decisive": None,
     }
 

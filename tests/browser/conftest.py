@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+from celery import current_app
 from django.apps import apps
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
@@ -108,7 +109,14 @@ def demo_snapshot(_chromium_present, django_db_setup, django_db_blocker) -> Snap
         django_db_blocker.unblock(),
         override_settings(CAUTERWEB_REPLAY_BACKEND=DEMO_BACKEND, PASSWORD_HASHERS=FAST_HASHERS),
     ):
-        call_command("demo_setup", "--no-input", stdout=io.StringIO())
+        # As in the embedded default, the follow-ups (stored extraction scores, the duplicate
+        # check) run at once: with a real broker they would wait for a worker this test lacks.
+        eager = current_app.conf.task_always_eager
+        current_app.conf.task_always_eager = True
+        try:
+            call_command("demo_setup", "--no-input", stdout=io.StringIO())
+        finally:
+            current_app.conf.task_always_eager = eager
         return _take_snapshot()
 
 
