@@ -129,9 +129,7 @@ def test_a_scripted_agent_served_by_the_harness_is_replayed_end_to_end(harness):
     control = [e for e in replays if e["arm"] == "control"]
     assert treatment and all(e["candidate_read"] for e in treatment)
     assert control and not any(e["candidate_read"] for e in control)
-    assert RuleRead.objects.filter(
-        session_id=treatment[0]["replay_session"], via="replay"
-    ).exists()
+    assert RuleRead.objects.filter(session_id=treatment[0]["replay_session"], via="replay").exists()
     assert state_of().state == "active"
 
 
