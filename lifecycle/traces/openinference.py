@@ -18,7 +18,7 @@ from datetime import datetime
 
 from . import model, otlp
 from .model import RecordError, TraceRejected
-from .spans import Span, check_ids, exception_text, roots, sessions, span_failed
+from .spans import Span, check_ids, roots, sessions
 
 KIND = "openinference.span.kind"
 SESSION_KEYS = ("session.id",)
@@ -183,21 +183,16 @@ def session_trajectory(key: str, traces: list[list[Span]], annotations: list[dic
         for s in tools
     ]
     metrics, unscored = scores(spans, annotations)
-    root_failed = True if span_failed(last) else (False if last.status == "ok" else None)
-    ext = otlp.extensions(tops[0])
-    return model.build(
-        id=str(ext.get("id") or model.trajectory_id("oi", key)),
-        task=model.message_text(tops[0].attributes.get("input.value")) or tops[0].name,
-        steps=steps,
-        metrics=metrics,
-        unscored=unscored,
-        root_failed=root_failed,
-        root_message=exception_text(last) if root_failed else "",
-        session_id=key,
-        started_at=model.iso_from_unix_nano(tops[0].start_ns),
-        source={"trace_ids": [t[0].trace_id for t in traces], "spans": [s.raw for s in spans]},
+    return otlp.trajectory_from_spans(
         source_format="openinference",
-        extensions=ext,
+        id_prefix="oi",
+        key=key,
+        root=tops[0],
+        last=last,
+        task=model.message_text(tops[0].attributes.get("input.value")) or tops[0].name,
+        traces=traces,
+        spans=spans,
+        parts=(steps, metrics, unscored),
     )
 
 

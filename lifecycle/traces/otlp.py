@@ -365,20 +365,49 @@ def session_trajectory(key: str, traces: list[list[Span]]) -> dict | None:
         for s in tools
     ]
     metrics, unscored = evaluations(spans)
-    root_failed = True if span_failed(last) else (False if last.status == "ok" else None)
-    ext = extensions(roots[0])
-    return model.build(
-        id=str(ext.get("id") or model.trajectory_id("otel", key)),
+    return trajectory_from_spans(
+        source_format="otlp",
+        id_prefix="otel",
+        key=key,
+        root=roots[0],
+        last=last,
         task=_task(roots[0], traces[0]),
+        traces=traces,
+        spans=spans,
+        parts=(steps, metrics, unscored),
+    )
+
+
+def trajectory_from_spans(
+    *,
+    source_format: str,
+    id_prefix: str,
+    key: str,
+    root: Span,
+    last: Span,
+    task: str,
+    traces: list,
+    spans: list[Span],
+    parts: tuple[list, dict, dict],
+) -> dict:
+    """One session's trajectory from its span tree, whichever convention named the spans: the
+    outcome from the last root's status, the first root's time and extensions, the spans kept
+    as the source record."""
+    steps, metrics, unscored = parts
+    root_failed = True if span_failed(last) else (False if last.status == "ok" else None)
+    ext = extensions(root)
+    return model.build(
+        id=str(ext.get("id") or model.trajectory_id(id_prefix, key)),
+        task=task,
         steps=steps,
         metrics=metrics,
         unscored=unscored,
         root_failed=root_failed,
         root_message=exception_text(last) if root_failed else "",
         session_id=key,
-        started_at=model.iso_from_unix_nano(roots[0].start_ns),
+        started_at=model.iso_from_unix_nano(root.start_ns),
         source={"trace_ids": [t[0].trace_id for t in traces], "spans": [s.raw for s in spans]},
-        source_format="otlp",
+        source_format=source_format,
         extensions=ext,
     )
 
