@@ -222,27 +222,19 @@ def _bounded_count(items: list, field: str, limit: int) -> None:
         raise InvalidRule(str(exc), field=field) from None
 
 
-def trajectory_size_errors(obj: dict) -> list[tuple[str, str]]:
+def trajectory_size_errors(obj: dict, *, json_bytes: bool = True) -> list[tuple[str, str]]:
     """(field, message) for every part of a corpus line over its limit (`lifecycle.limits`);
-    the shapes are checked beside the other corpus fields."""
+    the shapes are checked beside the other corpus fields. Without `json_bytes`, the sizes of
+    the JSON parts are left to the caller (`trajectory_json_size_errors`): the corpus import
+    measures them on the JSON it writes anyway."""
     wrong = []
     task, steps = obj.get("task"), obj.get("steps")
     if isinstance(task, str) and len(task) > limits.TASK:
         wrong.append(("task", f"is {len(task):,} characters; the limit is {limits.TASK:,}"))
-    if isinstance(steps, list):
-        if len(steps) > limits.STEPS:
-            wrong.append(("steps", f"has {len(steps):,} steps; the limit is {limits.STEPS:,}"))
-        wrong += _json_size_errors(
-            [(f"steps[{i}]", step, limits.STEP_BYTES) for i, step in enumerate(steps)]
-        )
-    wrong += _json_size_errors(
-        [
-            ("steps", steps, limits.STEPS_BYTES),
-            ("outcome", obj.get("outcome"), limits.OUTCOME_BYTES),
-            ("meta", obj.get("meta"), limits.META_BYTES),
-            ("replay_input", obj.get("replay_input"), limits.REPLAY_INPUT_BYTES),
-        ]
-    )
+    if isinstance(steps, list) and len(steps) > limits.STEPS:
+        wrong.append(("steps", f"has {len(steps):,} steps; the limit is {limits.STEPS:,}"))
+    if json_bytes:
+        wrong += trajectory_json_size_errors(obj)
     expected = obj.get("expected_rule")
     if isinstance(expected, dict):
         for part, limit in (("trigger", limits.TRIGGER), ("directive", limits.DIRECTIVE)):
@@ -250,6 +242,21 @@ def trajectory_size_errors(obj: dict) -> list[tuple[str, str]]:
             if isinstance(text, str) and len(text) > limit:
                 wrong.append((f"expected_rule.{part}", f"is over the limit of {limit:,}"))
     return wrong
+
+
+def trajectory_json_size_errors(obj: dict) -> list[tuple[str, str]]:
+    """(field, message) for every JSON part of a corpus line over its byte limit."""
+    steps = obj.get("steps")
+    each_step = enumerate(steps) if isinstance(steps, list) else ()
+    return _json_size_errors(
+        [
+            *((f"steps[{i}]", step, limits.STEP_BYTES) for i, step in each_step),
+            ("steps", steps, limits.STEPS_BYTES),
+            ("outcome", obj.get("outcome"), limits.OUTCOME_BYTES),
+            ("meta", obj.get("meta"), limits.META_BYTES),
+            ("replay_input", obj.get("replay_input"), limits.REPLAY_INPUT_BYTES),
+        ]
+    )
 
 
 def _json_size_errors(parts: list[tuple[str, object, int]]) -> list[tuple[str, str]]:

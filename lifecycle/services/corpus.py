@@ -20,12 +20,14 @@ so every bad line is reported; then the transaction rolls back.
 import gc
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from functools import partial
+from functools import lru_cache, partial
 from itertools import islice
 from typing import NamedTuple
 
+import orjson
 from django.db import transaction
 from django.utils import timezone
 
@@ -33,19 +35,20 @@ from lifecycle.validation import (
     ImportRejected,
     ImportResult,
     LineError,
+    json_line_error,
     parse_metrics,
     parse_time,
-    read_jsonl,
+    trajectory_json_size_errors,
     trajectory_size_errors,
 )
 
 from .. import atoms as atom_lib
-from .. import journal
+from .. import journal, jsonsafe, limits
 from ..journal import EventType
 from ..models import TrajectoryKind
 from ..states import Actor
 from ..traces.derive import with_derived_signature
-from .corpus_store import Row, copy_escape, corpus_store
+from .corpus_store import CELL_COLUMNS, NOT_TEXT, Row, copy_escape, corpus_store
 from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
@@ -66,8 +69,55 @@ JSON_COLUMNS = (
 )
 
 
-def _shape_errors(obj: dict) -> list[tuple[str, str]]:
-    """(field, message) for every plain field of the wrong shape."""
+# What orjson decodes otherwise than `jsonsafe` reads strictly: an escape of a NUL or of a
+# surrogate (orjson keeps a NUL), a raw NUL, and a run of 19 digits (a number near or over the
+# integer bound, which orjson would turn into a float; digits are all made "0" to find a run
+# without a regular expression trying every position). Such a line, one with more brackets
+# than the depth limit, and every line orjson refuses, are read again by `jsonsafe`, which
+# takes or names them exactly as every other entry point does.
+_RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * len(str(jsonsafe.MAX_INT))
+
+
+def _decoded(raw: bytes) -> object:
+    """A line's value by orjson (a few times faster than `json`), or `_STRICT` when it needs
+    the strict reader."""
+    if (
+        raw.count(b"[") + raw.count(b"{") > jsonsafe.MAX_DEPTH
+        or b"\x00" in raw
+        or _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO)
+        or _RISKY_ESCAPE.search(raw)
+    ):
+        return _STRICT
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _STRICT
+
+
+_STRICT = object()
+
+
+def read_lines(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None]]:
+    """(line number, value, error) for every non-blank line, as `validation.read_jsonl` reads
+    them, through `_decoded` where it gives the same value."""
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        value = _decoded(raw) if raw.__class__ is bytes else _STRICT
+        if value is _STRICT:
+            try:
+                value = jsonsafe.loads(raw)
+            except jsonsafe.JsonRejected as exc:
+                yield number, None, json_line_error(exc, number)
+                continue
+        yield number, value, None
+
+
+def _shape_errors(obj: dict, *, json_bytes: bool = False) -> list[tuple[str, str]]:
+    """(field, message) for every plain field of the wrong shape or over its limit; the byte
+    sizes of the JSON parts only with `json_bytes` (a good line's are measured on its cells)."""
     wrong = []
     tid = obj["id"]
     if not isinstance(tid, str) or not tid.strip() or len(tid) > 128:
@@ -95,7 +145,23 @@ def _shape_errors(obj: dict) -> list[tuple[str, str]]:
             wrong.append((name, "must be a string of at most 128 characters"))
     if obj.get("meta") is not None and not isinstance(obj["meta"], dict):
         wrong.append(("meta", "must be an object"))
-    return wrong + trajectory_size_errors(obj)
+    return wrong + trajectory_size_errors(obj, json_bytes=json_bytes)
+
+
+def _atoms(raw: object, *, notices_only: bool) -> list[str]:
+    """`atoms.parse_atoms`, remembered for the last few thousand lists of strings: a corpus
+    repeats a small number of signatures, line after line."""
+    if raw.__class__ is list:
+        try:
+            return list(_atoms_of(tuple(raw), notices_only))
+        except TypeError:  # an item that cannot be a key (a list, an object): not an atom
+            pass
+    return atom_lib.parse_atoms(raw, notices_only=notices_only)
+
+
+@lru_cache(maxsize=4096)
+def _atoms_of(raw: tuple, notices_only: bool) -> tuple[str, ...]:
+    return tuple(atom_lib.parse_atoms(list(raw), notices_only=notices_only))
 
 
 def _started_at(obj: dict):
@@ -107,8 +173,8 @@ def _started_at(obj: dict):
 # not closures built per line: a corpus has millions of lines.
 PARSED = (
     ("metrics", lambda obj: parse_metrics(obj["metrics"])),
-    ("signature", lambda obj: atom_lib.parse_atoms(obj["signature"])),
-    ("notices", lambda obj: atom_lib.parse_atoms(obj.get("notices") or [], notices_only=True)),
+    ("signature", lambda obj: _atoms(obj["signature"], notices_only=False)),
+    ("notices", lambda obj: _atoms(obj.get("notices") or [], notices_only=True)),
     ("started_at", _started_at),
 )
 
@@ -139,9 +205,11 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
     if missing:
         return None, missing
     values, wrong = _parsed_values(obj)
-    errors = [LineError(number, f, m) for f, m in (*_shape_errors(obj), *wrong)]
-    if errors:
-        return None, errors
+    if wrong or _shape_errors(obj):
+        # A bad line is checked again in full, JSON sizes too, so every error of it is named.
+        return None, [
+            LineError(number, f, m) for f, m in (*_shape_errors(obj, json_bytes=True), *wrong)
+        ]
     steps, replayable = obj["steps"], obj.get("replayable")
     return {
         "id": obj["id"].strip(),
@@ -213,6 +281,34 @@ def _cells(fields: dict, time_text: Callable) -> tuple:
     )
 
 
+# The JSON cells with a byte limit (steps, outcome, replay_input, meta), and the length under
+# which none can be over it: a cell is the compact JSON the limit measures, and a character is
+# at most 4 bytes.
+SIZED_CELLS = tuple(
+    CELL_COLUMNS.index(name) for name in ("steps", "outcome", "replay_input", "meta")
+)
+SHORT_JSON = (
+    min(
+        limits.STEP_BYTES,
+        limits.STEPS_BYTES,
+        limits.OUTCOME_BYTES,
+        limits.META_BYTES,
+        limits.REPLAY_INPUT_BYTES,
+    )
+    // 4
+)
+
+
+def _may_be_too_large(cells: tuple) -> bool:
+    """Whether a JSON cell may be over its limit; only then is the line measured field by
+    field, so a good line's JSON is serialised once, for the write, not again for its size."""
+    return any(cells[i] is not None and len(cells[i]) > SHORT_JSON for i in SIZED_CELLS)
+
+
+def _size_errors(number: int, fields: dict) -> list[LineError]:
+    return [LineError(number, f, m) for f, m in trajectory_json_size_errors(fields)]
+
+
 def _cell_errors(number: int, fields: dict, time_text: Callable) -> list[LineError]:
     """Which fields a row cannot be written with (the slow path, for a bad row only): NaN or
     infinity, the NUL character, a lone surrogate (none of which PostgreSQL stores)."""
@@ -230,9 +326,19 @@ def _cell_errors(number: int, fields: dict, time_text: Callable) -> list[LineErr
     return errors
 
 
-def row_text(cells: Iterable) -> str:
+def row_text(cells: tuple) -> str:
     """A row's cells in PostgreSQL's COPY text form (tab-separated, escaped): what COPY sends
-    and what the content hash is taken from."""
+    and what the content hash is taken from. The cells are joined unescaped first and the row
+    searched once: most rows have nothing to escape (the JSON encoder writes no tab or line
+    break), and then the only backslashes are those of the nulls (`\\N`)."""
+    text = "\t".join([c if c.__class__ is str else NOT_TEXT[c] for c in cells])
+    if (
+        text.count("\\") == cells.count(None)
+        and text.count("\t") == len(cells) - 1
+        and "\n" not in text
+        and "\r" not in text
+    ):
+        return text
     return "\t".join([copy_escape(c) for c in cells])
 
 
@@ -262,7 +368,9 @@ def serialise(number: int, fields: dict, store) -> tuple[Row | None, list]:
             raise ValueError("NUL")
         digest = hashlib.sha256(hashed.encode()).hexdigest()
     except (ValueError, UnicodeEncodeError):
-        return None, _cell_errors(number, fields, time_text)
+        return None, _size_errors(number, fields) + _cell_errors(number, fields, time_text)
+    if _may_be_too_large(cells) and (too_large := _size_errors(number, fields)):
+        return None, too_large
     payload = text if store.copy_text else cells
     return Row(number, fields["id"], payload, digest, trajectory_atoms(fields)), []
 
@@ -371,7 +479,7 @@ def import_corpus(
     the command line keeps no list as long as the file)."""
     result = ImportResult()
     errors: list[LineError] = []
-    numbered = read_jsonl(lines)
+    numbered = read_lines(lines)
     with _collector_paused(), transaction.atomic(), corpus_store(timezone.now()) as store:
         while True:
             rows, chunk_errors, last = _validate_chunk(numbered, store)

@@ -38,13 +38,13 @@ class Row(NamedTuple):
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 # How a cell that is not text reads in COPY's text form.
-_NOT_TEXT = {None: "\\N", True: "t", False: "f"}
+NOT_TEXT = {None: "\\N", True: "t", False: "f"}
 
 
 def copy_escape(value) -> str:
     """A cell in COPY's text form. Most cells need no escape; they are only searched."""
     if value.__class__ is not str:
-        return _NOT_TEXT[value]
+        return NOT_TEXT[value]
     if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
         return value.translate(_ESCAPES)
     return value

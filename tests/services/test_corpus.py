@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from lifecycle import limits
 from lifecycle.models import JournalEvent, Trajectory, TrajectoryAtom
 from lifecycle.services import corpus as corpus_service
 from lifecycle.services.corpus import import_corpus
@@ -104,6 +105,27 @@ def test_each_bad_field_is_named(override, field):
     with pytest.raises(ImportRejected) as exc:
         import_corpus(jsonl(trajectory("F-001", **override)))
     assert [(e.line, e.field) for e in exc.value.errors] == [(1, field)]
+
+
+def test_json_parts_over_their_byte_limits_are_named_even_on_an_otherwise_good_line():
+    # Two-byte characters: under the limit in characters, over it in bytes.
+    over = "é" * (limits.META_BYTES // 2)
+    lines = jsonl(
+        trajectory("F-001", meta={"note": over}),
+        trajectory("F-002", steps=[{"tool": "git", "output": "é" * (limits.STEP_BYTES // 2)}]),
+        trajectory("F-003", kind="crash", outcome={"text": over}),
+        trajectory("F-004", meta={"note": "é" * (limits.META_BYTES // 2 - 20)}),
+    )
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [(e.line, e.field) for e in exc.value.errors] == [
+        (1, "meta"),
+        (2, "steps[0]"),
+        (3, "kind"),
+        (3, "outcome"),
+    ]
+    assert "bytes as JSON; the limit is 65,536" in exc.value.errors[0].message
+    assert not Trajectory.objects.exists()
 
 
 def test_a_second_import_of_the_same_file_is_a_no_op():
