@@ -3,12 +3,15 @@ time inside ONE transaction, so memory stays flat however long the file is and a
 anywhere still writes nothing.
 
 How a chunk goes through:
-- each line is parsed and checked (`parse_trajectory`), then serialised ONCE into the cells
-  the database receives, in COPY's text form; the content hash is the sha256 of that same
-  text, so re-import compares what is stored, not how the line happened to be written;
+- each line is decoded (`read_lines`: orjson, and the strict `jsonsafe` reader for every line
+  orjson might read otherwise), checked (`parse_trajectory`), then serialised ONCE into the
+  cells the database receives, in COPY's text form; the content hash is the sha256 of that
+  same text, so re-import compares what is stored, not how the line happened to be written;
+  the byte limits of the JSON fields are checked on those cells, not on a second
+  serialisation;
 - ids are checked set-based (`corpus_store`): one statement records the chunk's ids in a
   temporary table of the ids seen so far (a repeat is a duplicate, named with its first line)
-  and returns the stored hashes of the chunk's ids;
+  and returns the stored hashes of the chunk's ids, each id looked up through an index;
 - the new and replaced rows go in by COPY (PostgreSQL) or `executemany` (SQLite).
 On PostgreSQL the check and write of chunk k run on a second thread while chunk k+1 is
 validated: the database's work and Python's overlap, and at most two chunks are alive at once.

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import NamedTuple
 
+import orjson
 from django.db import connection
 from django.utils import timezone
 
@@ -113,9 +114,9 @@ class _PostgresStore:
         self._imported_at = self.time_text(imported_at)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
         self._pending: Future | None = None
-        # The chunk's statements are small, but their estimated cost (a subquery per id) is
-        # over the threshold at which PostgreSQL compiles them, which took longer than running
-        # them; only for this transaction.
+        # A chunk's check is small, but its estimated cost (a subquery per id, two with the
+        # stored hashes) can pass the threshold at which PostgreSQL compiles a statement: 13 ms
+        # of compiling for 17 ms of work, every chunk. Only for this transaction.
         self._cursor.execute("SET LOCAL jit = off")
         self._cursor.execute(f"DROP TABLE IF EXISTS {SEEN}")
         # Byte-wise ("C") comparison: the index of every id in the file is built as it goes,
@@ -145,14 +146,21 @@ class _PostgresStore:
             else "NULL::varchar"
         )
         self._cursor.execute(
-            "WITH chunk AS (SELECT * FROM unnest(%s::varchar[], %s::int[]) AS c (id, line)), "
+            "WITH chunk AS (SELECT id::varchar, line::int FROM ROWS FROM "
+            "(json_array_elements_text(%s::json), json_array_elements_text(%s::json)) "
+            "AS c (id, line)), "
             f"recorded AS (INSERT INTO {SEEN} (id, line) SELECT id, line FROM chunk "
             "ON CONFLICT (id) DO NOTHING) "
             "SELECT * FROM ("
             f'SELECT c.id, (SELECT s.line FROM {SEEN} s WHERE s.id = c.id COLLATE "C") AS line, '
             f"{stored} AS content_hash FROM chunk c OFFSET 0"
             ") looked_up WHERE line IS NOT NULL OR content_hash IS NOT NULL",
-            [[r.id for r in rows], [r.line for r in rows]],
+            # As JSON text: psycopg adapting two lists of 5,000 values to arrays took 10 ms of
+            # this process's CPU a chunk, orjson takes 0.4.
+            [
+                orjson.dumps([r.id for r in rows]).decode(),
+                orjson.dumps([r.line for r in rows]).decode(),
+            ],
         )
         seen, stored = {}, {}
         for row_id, line, digest in self._cursor.fetchall():

@@ -231,6 +231,16 @@ def test_a_repeated_id_in_a_later_chunk_names_its_first_line(small_chunks):
     ]
 
 
+def test_an_awkward_id_repeated_in_a_later_chunk_names_its_first_line(small_chunks):
+    odd = 'F-"quoted" \\ é\t€'
+    lines = jsonl(trajectory(odd), *(trajectory(f"F-{i:03d}") for i in range(3)), trajectory(odd))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [(e.line, e.message) for e in exc.value.errors] == [
+        (5, f"{odd!r} already appears on line 1")
+    ]
+
+
 def test_chunks_import_and_re_import_like_one_file(small_chunks):
     lines = jsonl(*(trajectory(f"F-{i:03d}") for i in range(8)))
     seen = []
