@@ -138,8 +138,8 @@ class _PostgresStore:
         one statement that also records the chunk's ids as seen. Its reads see the tables as
         they were before it, so a repeat is an id recorded by an earlier chunk; only repeats
         and stored ids come back, usually none. Each id is looked up by its index (a subquery
-        per id): joined, the planner hashes the whole table of ids seen, which grows with the
-        file, for every chunk — a million-line import spent more time there than in its COPY."""
+        per id): joined, the planner may hash the whole table of ids seen, which grows with the
+        file, for every chunk."""
         stored = (
             f"(SELECT t.content_hash FROM {TRAJECTORIES} t WHERE t.id = c.id)"
             if self._stored_lookup
