@@ -15,9 +15,9 @@ indexes. Every run gets a fresh database cloned from a migrated template and run
 process, so each figure has its own peak memory (ru_maxrss); the two kinds of run alternate so
 they share the machine's load. Printed per run: wall time, CPU of the client process and of the
 PostgreSQL backend serving it (both on this host), peak RSS, and the load average when it
-started; then medians of wall and CPU time (all the work of both processes against
-COPY's, and the bound the pipeline would have with two free CPUs). A last child measures Python's own peak (tracemalloc) against the
-memory one chunk of rows holds.
+started; then medians of wall and CPU time (all the work of both processes against COPY's,
+and the bound the pipeline would have with two free CPUs). A last child measures Python's own
+peak (tracemalloc) against the memory one chunk of rows holds.
 """
 
 import argparse
