@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from .literals import Prefilter, required
+
 # ---------------------------------------------------------------------------
 # Failure-mode atoms (semantics §1: `tool:`, `action:`, `error:` and any other key)
 
@@ -266,47 +268,38 @@ STATES: dict[str, str] = {
 
 
 class Lexicon:
-    """Named patterns, searched behind shared gates, on lower-cased text.
+    """Named patterns, each searched only when the text holds a string it cannot match
+    without (literals.py), on lower-cased text.
 
-    A trigger is checked against ~150 patterns and most never match. Each gate is one
-    alternation of a handful of patterns, so a text pays for the few gates that hit plus
-    the patterns behind them. Patterns are written in lower case and matched without
-    re.IGNORECASE, which costs Python's regex engine several times more per character;
-    the rare case-sensitive one (git's "CONFLICT") sees the original text.
+    A trigger is checked against ~150 patterns and most never match: a failed substring
+    test costs a small fraction of a failed regex search. Patterns are written in lower
+    case and matched without re.IGNORECASE, which costs Python's regex engine several
+    times more per character; the rare case-sensitive one (git's "CONFLICT") sees the
+    original text.
     """
 
-    def __init__(self, patterns: dict[str, str], *, case_sensitive=(), size=16):
+    def __init__(self, patterns: dict[str, str], *, case_sensitive=()):
         self.case_sensitive = frozenset(case_sensitive)
         self.patterns = {name: re.compile(p) for name, p in patterns.items()}
-        names = list(patterns)
-        # Without its word boundaries a gate only matches more, so it stays a safe
-        # pre-check; a case-sensitive member is let through its gate in any case. With
-        # `size=1` there are no gates: for short lists of common words a gate nearly
-        # always opens, and searching it only doubles the work.
-        self.gates = [
-            (
-                re.compile("|".join(self._gate_source(n, patterns[n]) for n in chunk))
-                if size > 1
-                else None,
-                [(n, self.patterns[n], n in self.case_sensitive) for n in chunk],
-            )
-            for chunk in (names[i : i + size] for i in range(0, len(names), size))
+        # A case-sensitive pattern is searched on every text: its strings are not in
+        # lower case.
+        self.members = [
+            (name, self.patterns[name], name in self.case_sensitive) for name in patterns
         ]
-
-    def _gate_source(self, name: str, pattern: str) -> str:
-        loose = pattern.replace(r"\b", "")
-        return f"(?i:{loose})" if name in self.case_sensitive else f"(?:{loose})"
+        self.prefilter = Prefilter(
+            [None if name in self.case_sensitive else required(p) for name, p in patterns.items()]
+        )
 
     def found(self, text: str) -> list[str]:
         """Names of the patterns that match, in declaration order."""
         low = text.lower()
-        return [
-            name
-            for gate, members in self.gates
-            if gate is None or gate.search(low)
-            for name, rx, exact in members
-            if rx.search(text if exact else low)
-        ]
+        members = self.members
+        out = []
+        for i in self.prefilter.candidates(low):
+            name, rx, exact = members[i]
+            if rx.search(text if exact else low):
+                out.append(name)
+        return out
 
 
 TOOL_LEXICON = Lexicon(TOOLS)
@@ -422,8 +415,7 @@ VERB_CLASSES: dict[str, str] = {
     "send": r"push|publish|upload|deploy|release|send|return|respond|acknowledge",
     "expose": r"map|expose|publish|forward|bind|open (?:the |a )?port",
 }
-# Measured on the labelled texts: common verbs open any gate, so none is used here.
-VERB_LEXICON = Lexicon({k: rf"\b(?:{v})\b" for k, v in VERB_CLASSES.items()}, size=1)
+VERB_LEXICON = Lexicon({k: rf"\b(?:{v})\b" for k, v in VERB_CLASSES.items()})
 
 
 # ---------------------------------------------------------------------------
