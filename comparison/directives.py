@@ -22,7 +22,16 @@ from .lexicon import (
     TOOL_LEXICON,
     VERB_LEXICON,
 )
-from .text import STOP, negation_only_difference, overlap, same_stem, stem, stems, tokens
+from .text import (
+    STOP,
+    frozen,
+    negation_only_difference,
+    overlap,
+    same_stem,
+    stem,
+    stems,
+    tokens,
+)
 
 Finding = tuple[str, str]
 
@@ -66,7 +75,7 @@ def stances_of(text: str) -> frozenset[str]:
                 found.add(name)
         else:
             found.add(name)
-    return frozenset(found)
+    return frozen(found)
 
 
 def stance_conflicts(expected: str, extracted: str) -> list[str]:
@@ -143,12 +152,12 @@ def _detail_findings(expected: str, extracted: str) -> list[Finding]:
 
 @lru_cache(maxsize=8192)
 def _tools_named(text: str) -> frozenset[str]:
-    return frozenset(TOOL_LEXICON.found(text))
+    return frozen(TOOL_LEXICON.found(text))
 
 
 @lru_cache(maxsize=8192)
 def verb_classes(text: str) -> frozenset[str]:
-    return frozenset(VERB_LEXICON.found(text))
+    return frozen(VERB_LEXICON.found(text))
 
 
 # Details a directive states exactly: two different ones are probably two different rules.

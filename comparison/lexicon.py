@@ -508,25 +508,36 @@ EQUIVALENTS: list[tuple[str, str]] = [
     (r"\brather than\b|\bin place of\b", "instead of"),
 ]
 _EQUIVALENT_RX = [(re.compile(p, re.I), r) for p, r in EQUIVALENTS]
-# The rewrites run in order (one may rewrite what an earlier one wrote), so each chunk of
-# eight is gated on the text as it stands when the chunk is reached: a chunk whose
-# alternation finds nothing would substitute nothing.
-_EQUIVALENT_CHUNKS = [
-    (
-        re.compile("|".join(f"(?:{p})" for p, _ in EQUIVALENTS[i : i + 8]), re.I),
-        _EQUIVALENT_RX[i : i + 8],
-    )
-    for i in range(0, len(EQUIVALENTS), 8)
-]
+# For ASCII text a case-blind pattern written in lower case matches the lower-cased text
+# where it matches the text, and searching without re.IGNORECASE is several times
+# faster; the filter's strings are in lower case too.
+assert all(p == p.lower() for p, _ in EQUIVALENTS), "equivalences are written in lower case"
+_EQUIVALENT_LOW = [re.compile(p) for p, _ in EQUIVALENTS]
+_EQUIVALENT_FILTER = Prefilter([required(p, ignore_case=True) for p, _ in EQUIVALENTS])
 
 
 @lru_cache(maxsize=16384)
 def canonical(text: str) -> str:
     """The text with every equivalence rewritten to its one spelling."""
-    for gate, members in _EQUIVALENT_CHUNKS:
-        if gate.search(text):
-            for rx, replacement in members:
-                text = rx.sub(replacement, text)
+    if not text.isascii():
+        # A case-blind match may pair a letter with a non-ASCII one ("ſ" with "s").
+        for rx, replacement in _EQUIVALENT_RX:
+            text = rx.sub(replacement, text)
+        return text
+    # The rewrites run in order and one may rewrite what an earlier one wrote, so the
+    # candidates are read again from the text as it stands after each change.
+    low = text.lower()
+    todo = _EQUIVALENT_FILTER.candidates(low)
+    k = 0
+    while k < len(todo):
+        n = todo[k]
+        k += 1
+        if not _EQUIVALENT_LOW[n].search(low):
+            continue
+        rx, replacement = _EQUIVALENT_RX[n]
+        text = rx.sub(replacement, text)
+        low = text.lower()
+        todo, k = [i for i in _EQUIVALENT_FILTER.candidates(low) if i > n], 0
     return text
 
 

@@ -12,6 +12,7 @@ every pattern.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from re import _constants as sre  # the parsed form of a pattern; read, never changed
 from re import _parser
 
@@ -56,14 +57,20 @@ class Prefilter:
 
     def candidates(self, text: str) -> list[int]:
         """Indices of the patterns that may match `text`, in order."""
-        pairs = {text[i : i + 2] for i in range(len(text) - 1)}
         hit = set(self.always)
         by_pair = self.by_pair
-        for pair in pairs & by_pair.keys():
+        for pair in letter_pairs(text) & by_pair.keys():
             for s, i in by_pair[pair]:
                 if i not in hit and s in text:
                     hit.add(i)
         return sorted(hit)
+
+
+@lru_cache(maxsize=256)
+def letter_pairs(text: str) -> frozenset[str]:
+    """Every two consecutive characters of a text; kept a short while, as several
+    vocabularies read one text in turn."""
+    return frozenset(text[i : i + 2] for i in range(len(text) - 1))
 
 
 def _minimal(need: frozenset[str]) -> list[str]:

@@ -168,7 +168,10 @@ class StaticEmbedder:
         missing = list(dict.fromkeys(t for t in texts if t not in cache))
         if missing:
             if len(cache) + len(missing) > _VECTOR_CACHE:
-                cache.clear()  # bounded: rule texts are short, but a process lives long
+                # Bounded: rule texts are short, but a process lives long. What this
+                # call found in the cache is gone with it, so all of its texts are made.
+                cache.clear()
+                missing = list(dict.fromkeys(texts))
             cache.update(zip(missing, self._encode(missing), strict=True))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections import Counter
 from functools import lru_cache
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -26,17 +25,24 @@ def token_f1(a: str, b: str) -> float:
         return 1.0
     if not ta or not tb:
         return 0.0
-    common = sum((_counts(a) & _counts(b)).values())
+    common = _common(ta, tb)
     if common == 0:
         return 0.0
     precision, recall = common / len(tb), common / len(ta)
     return 2 * precision * recall / (precision + recall)
 
 
-@lru_cache(maxsize=16384)
-def _counts(text: str) -> Counter:
-    # Read only (`&` builds a new Counter), so one per text can be shared.
-    return Counter(tokens(text))
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """Size of the multiset intersection of two token lists."""
+    left: dict[str, int] = {}
+    for w in b:
+        left[w] = left.get(w, 0) + 1
+    common = 0
+    for w in a:
+        if left.get(w):
+            left[w] -= 1
+            common += 1
+    return common
 
 
 def word_diff(expected: str, extracted: str) -> list[tuple[str, str]]:
@@ -213,9 +219,20 @@ PRONOUNS = frozenset(
 )
 
 
+# Memoised results live as long as the process, and each full pass of the cyclic garbage
+# collector walks every set among them; most texts name no stance, tool or amount, so
+# their empty results are one shared set.
+EMPTY: frozenset = frozenset()
+
+
+def frozen(items) -> frozenset:
+    found = frozenset(items)
+    return found if found else EMPTY
+
+
 @lru_cache(maxsize=16384)
 def content(text: str) -> frozenset[str]:
-    return frozenset(t for t in tokens(text) if t not in STOP)
+    return frozen(t for t in tokens(text) if t not in STOP)
 
 
 def overlap(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
@@ -244,7 +261,7 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=16384)
 def stems(text: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in tokens(text) if w not in STOP)
+    return frozen(stem(w) for w in tokens(text) if w not in STOP)
 
 
 def same_stem(a: str, b: str) -> bool:
