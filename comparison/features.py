@@ -9,13 +9,23 @@ findings that name a difference are also kept as sentences for the page.
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from .directives import HARD_KINDS, directive_findings, stances_of, verb_classes
 from .quantities import quantity_agreement, status_class_agreement
 from .swaps import explained_share, key_term_swapped, opposites, rejected_alternative
-from .text import content, negation_only_difference, overlap, residual, stems, token_f1, tokens
+from .text import (
+    STOP,
+    content,
+    negation_only_difference,
+    overlap,
+    residual,
+    stems,
+    token_f1,
+    tokens,
+)
 from .triggers import CONFLICT_KEYS, atoms_of, other_message_quoted, signature_agreement
 
 if TYPE_CHECKING:
@@ -258,19 +268,25 @@ def _order_discordance(exp: str, ext: str) -> float:
     pass with the new code" keeps code and tests and swaps their roles."""
     first_a = _first_positions(exp)
     first_b = _first_positions(ext)
-    shared = [w for w in first_a if w in first_b]
-    if len(shared) < 2:
+    # In the expected text's order, where each shared word first comes in the extracted
+    # one: a pair in the other order is an inversion of that sequence.
+    where = [first_b[w] for w in first_a if w in first_b]
+    n = len(where)
+    if n < 2:
         return 0.0
-    pairs = [(x, y) for i, x in enumerate(shared) for y in shared[i + 1 :]]
-    discordant = sum((first_a[x] < first_a[y]) != (first_b[x] < first_b[y]) for x, y in pairs)
-    kept = len(shared) / max(1, len(set(first_a) | set(first_b)))
-    return kept * discordant / len(pairs)
+    seen: list[int] = []
+    discordant = 0
+    for i, position in enumerate(where):
+        discordant += i - bisect.bisect_right(seen, position)
+        bisect.insort(seen, position)
+    kept = n / max(1, len(first_a.keys() | first_b.keys()))
+    return kept * discordant / (n * (n - 1) // 2)
 
 
 def _first_positions(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for i, w in enumerate(tokens(text)):
-        if w in content(w):
+        if w not in STOP:
             out.setdefault(w, i)
     return out
 
