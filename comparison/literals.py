@@ -12,7 +12,6 @@ every pattern.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from re import _constants as sre  # the parsed form of a pattern; read, never changed
 from re import _parser
 
@@ -40,42 +39,49 @@ def required(pattern: str, *, ignore_case: bool = False) -> Required:
 class Prefilter:
     """Which of many patterns may match a text, by their required strings.
 
-    Testing each pattern's strings one by one would cost as much as the searches it
-    saves; instead the strings are filed under their first two letters, and a text looks
-    up only the pairs of letters it has."""
+    All the strings go into one regular expression shaped as a trie (one branch per next
+    letter), tried at every position of the text through a look-ahead: at each position
+    it finds the longest string starting there, and every shorter one starting there is
+    a prefix of it. So each pattern is credited with every string that contains one of
+    its own, and a text costs one scan in C instead of a test per string."""
 
     def __init__(self, needs: list[Required]) -> None:
-        self.always = [i for i, need in enumerate(needs) if need is None]
-        self.by_pair: dict[str, list[tuple[str, int]]] = {}
-        for i, need in enumerate(needs):
-            for s in _minimal(need or frozenset()):
-                if len(s) == 1:
-                    self.always.append(i)  # one letter: nearly every text has it
-                    continue
-                self.by_pair.setdefault(s[:2], []).append((s, i))
-        self.always = sorted(set(self.always))
+        self.always = frozenset(i for i, need in enumerate(needs) if need is None)
+        strings = sorted({s for need in needs if need for s in need})
+        self.credited = {
+            s: frozenset(i for i, need in enumerate(needs) if need and any(n in s for n in need))
+            for s in strings
+        }
+        self.scan = re.compile(f"(?=({_trie_source(strings)}))") if strings else None
 
     def candidates(self, text: str) -> list[int]:
         """Indices of the patterns that may match `text`, in order."""
         hit = set(self.always)
-        by_pair = self.by_pair
-        for pair in letter_pairs(text) & by_pair.keys():
-            for s, i in by_pair[pair]:
-                if i not in hit and s in text:
-                    hit.add(i)
+        if self.scan is not None:
+            credited = self.credited
+            for found in set(self.scan.findall(text)):
+                hit |= credited[found]
         return sorted(hit)
 
 
-@lru_cache(maxsize=256)
-def letter_pairs(text: str) -> frozenset[str]:
-    """Every two consecutive characters of a text; kept a short while, as several
-    vocabularies read one text in turn."""
-    return frozenset(text[i : i + 2] for i in range(len(text) - 1))
+def _trie_source(strings: list[str]) -> str:
+    """A regex matching the longest of `strings` that starts where it is tried."""
+    trie: dict = {}
+    for s in strings:
+        node = trie
+        for ch in s:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    return _node_source(trie)
 
 
-def _minimal(need: frozenset[str]) -> list[str]:
-    # A string that contains another of the set adds nothing: the shorter one is there.
-    return sorted(s for s in need if not any(o != s and o in s for o in need))
+def _node_source(node: dict) -> str:
+    branches = [re.escape(ch) + _node_source(child) for ch, child in sorted(node.items()) if ch]
+    if not branches:
+        return ""
+    inner = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+    # A string may end here: the longer ones are tried first, greedily.
+    return f"(?:{inner})?" if "" in node else inner
 
 
 def _required(items) -> Required:
