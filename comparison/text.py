@@ -6,7 +6,6 @@ expected rule is compared with every candidate extracted for it) are memoised.
 
 from __future__ import annotations
 
-import difflib
 import re
 from functools import lru_cache
 
@@ -58,22 +57,72 @@ def word_diff(expected: str, extracted: str) -> list[tuple[str, str]]:
 @lru_cache(maxsize=8192)
 def cached_word_diff(expected: str, extracted: str) -> tuple[tuple[str, str], ...]:
     exp_words, ext_words = expected.split(), extracted.split()
-    matcher = difflib.SequenceMatcher(
-        a=[_norm_word(w) for w in exp_words], b=[_norm_word(w) for w in ext_words], autojunk=False
-    )
     ops: list[tuple[str, str]] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            ops.extend(("keep", w) for w in ext_words[j1:j2])
-            continue
+    i = j = 0
+    for bi, bj, size in matching_blocks(_norm_words(expected), _norm_words(extracted)):
         # A replacement reads best as "what went, then what came".
-        ops.extend(("delete", w) for w in exp_words[i1:i2])
-        ops.extend(("insert", w) for w in ext_words[j1:j2])
+        ops.extend(("delete", w) for w in exp_words[i:bi])
+        ops.extend(("insert", w) for w in ext_words[j:bj])
+        ops.extend(("keep", w) for w in ext_words[bj : bj + size])
+        i, j = bi + size, bj + size
     return tuple(ops)
 
 
-def _norm_word(word: str) -> str:
-    return word.lower().strip(".,;:!?\"'()[]")
+@lru_cache(maxsize=16384)
+def _norm_words(text: str) -> tuple[str, ...]:
+    return tuple(w.lower().strip(".,;:!?\"'()[]") for w in text.split())
+
+
+def matching_blocks(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """`difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks()`, the same
+    blocks without the class around it (rule texts are a few dozen words, and its set-up
+    cost more than the matching): the longest common run of words, then the same on each
+    side of it; ties go to the earliest in `a`, then in `b`."""
+    b2j: dict[str, list[int]] = {}
+    for j, w in enumerate(b):
+        b2j.setdefault(w, []).append(j)
+    blocks = []
+    queue = [(0, len(a), 0, len(b))]
+    while queue:
+        alo, ahi, blo, bhi = queue.pop()
+        i, j, k = _longest_match(a, b2j, alo, ahi, blo, bhi)
+        if k:
+            blocks.append((i, j, k))
+            if alo < i and blo < j:
+                queue.append((alo, i, blo, j))
+            if i + k < ahi and j + k < bhi:
+                queue.append((i + k, ahi, j + k, bhi))
+    blocks.sort()
+    merged = []
+    i1 = j1 = k1 = 0
+    for i2, j2, k2 in blocks:
+        if i1 + k1 == i2 and j1 + k1 == j2:
+            k1 += k2
+            continue
+        if k1:
+            merged.append((i1, j1, k1))
+        i1, j1, k1 = i2, j2, k2
+    if k1:
+        merged.append((i1, j1, k1))
+    merged.append((len(a), len(b), 0))
+    return merged
+
+
+def _longest_match(a, b2j, alo, ahi, blo, bhi) -> tuple[int, int, int]:
+    besti, bestj, bestsize = alo, blo, 0
+    j2len: dict[int, int] = {}
+    for i in range(alo, ahi):
+        grown = {}
+        for j in b2j.get(a[i], ()):
+            if j < blo:
+                continue
+            if j >= bhi:
+                break
+            k = grown[j] = j2len.get(j - 1, 0) + 1
+            if k > bestsize:
+                besti, bestj, bestsize = i - k + 1, j - k + 1, k
+        j2len = grown
+    return besti, bestj, bestsize
 
 
 @lru_cache(maxsize=8192)
