@@ -79,6 +79,7 @@ FEATURES: tuple[str, ...] = (
     "directive_conflicts",
     "directive_doubts",
     "pair_clean",
+    "pair_whole",
 )
 
 
@@ -147,6 +148,9 @@ def pair_evidence(
             found.append(swaps[field])
     _pool(features, t_conflicts, d_conflicts, doubts)
     features["pair_clean"] = _clean(features)
+    # Both fields at once: an unrelated rule is far in both, a rewording of the same rule
+    # is seldom far in both; each field alone leaves the two overlapping.
+    features["pair_whole"] = (features["trigger_whole"] + features["directive_whole"]) / 2
     conflicts = [f"trigger {c}" for c in t_conflicts] + [f"directive {c}" for c in d_conflicts]
     evidence = Evidence(
         features, semantic, agreement, conflicts, [f"directive {d}" for d in doubts]
@@ -176,7 +180,8 @@ def _clean(f: dict[str, float]) -> float:
         for k in ("trigger", "directive")
     )
     found = f["trigger_conflicts"] + f["directive_conflicts"] + f["directive_doubts"]
-    return float(fields_clean and not found and f["trigger_agreement"] >= 0.6)
+    # 0.5 is two triggers that name no atom at all: nothing disagrees.
+    return float(fields_clean and not found and f["trigger_agreement"] >= 0.5)
 
 
 def _with_declared(

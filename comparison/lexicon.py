@@ -402,10 +402,13 @@ VERB_CLASSES: dict[str, str] = {
     "add": r"add|install|create|make (?:a|an|new)|generate|put|attach|register|grant|define|set up|provision|include",
     "remove": r"remove|delete|drop|discard|uninstall|clean|clear|purge|wipe|prune|free|strip|unset|revoke",
     "increase": r"raise|increase|bump|enlarge|grow|extend|give (?:it |them )?(?:more|a (?:bigger|larger))|scale up|allow (?:a )?(?:larger|bigger|more)",
-    "decrease": r"lower|reduce|decrease|shrink|cap|limit|scale down|throttle|slow down|loosen|relax",
+    "decrease": r"lower|reduce|decrease|halve|shrink|cap|limit|scale down|throttle|slow down|loosen|relax",
     "change": r"change|update|upgrade|switch|replace|rewrite|convert|move|rename|migrate|port|refactor|align|fix|edit|correct",
     "configure": r"configure|set|point|pin|select|use|enable|turn on|pass|specify|declare",
-    "restart": r"restart|reload|reboot|redeploy|roll ?out|recreate|rebuild|reinstall|refresh|renew|reconnect",
+    "restart": (
+        r"restart|reload|reboot|redeploy|roll ?out|roll(?! ?back)|recreate|rebuild|reinstall|refresh|"
+        r"renew|reconnect"
+    ),
     "stop": r"stop|abort|cancel|kill|disable|turn off|mask|skip|ignore|give up",
     "ask": r"ask|request|prompt|notify|tell|report|escalate|open (?:a|an) (?:pull request|issue|ticket)",
     "save": r"stash|save|back up|commit|persist|keep|store|snapshot|record|log|track",
@@ -502,7 +505,17 @@ EQUIVALENTS: list[tuple[str, str]] = [
     (r"\b(?:turn|switch|flip)(?:s|ed|ing)? on\b", "enable"),
     (r"\bfeature (?:flag|toggle|switch)(?:es|s)?\b|\btoggles?\b|\bkill[- ]switch(?:es)?\b", "flag"),
     (r"\bbounc(?:e|es|ed|ing)\b", "restart"),
-    (r"\bre-?run(?:s|ning)?\b|\btry (?:it |that |this )?again\b|\bre-?tr(?:y|ies|ied)\b", "retry"),
+    (
+        r"\bre-?run(?:s|ning)?\b|\b(?:try|run) (?:it |that |this |them )?again\b|"
+        r"\bre-?tr(?:y|ies|ied)\b",
+        "retry",
+    ),
+    # "reduce the batch size by half" is "halve the batch size"
+    (
+        r"\b(?:reduc|cut|decreas|lower)(?:e|es|ed|ing|s|ting)? ((?:[\w-]+ ){0,3}?[\w-]+) "
+        r"(?:by half|in half|by 50 ?%)",
+        r"halve \1",
+    ),
     (r"\bback-?off\b|\bbacking off\b", "back off"),
     (r"\bidempotent key\b", "idempotency key"),
     (r"\brather than\b|\bin place of\b", "instead of"),
@@ -555,7 +568,7 @@ SYNONYMS: list[frozenset[str]] = [
         "old stale outdated previous",
         "failure failures fault faults",
         "fail fails failed failing throw throws threw raise raises raised error errors errored "
-        "crash crashes crashed break breaks broke",
+        "crash crashes crashed break breaks broke hit hits encounter encounters encountered",
         "emit emits print prints output outputs log logs",
         "start starts begin begins launch launches",
         "stop stops halt halts",
@@ -569,7 +582,7 @@ SYNONYMS: list[frozenset[str]] = [
         "check checks verify verifies confirm confirms ensure ensures validate validates",
         "send sends transmit transmits submit submits",
         "upload uploads send sends",
-        "write writes save saves store stores persist persists",
+        "write writes save saves store stores persist persists insert inserts",
         "read reads load loads",
         "wrong incorrect invalid bad",
         "missing absent lacking",

@@ -191,12 +191,16 @@ def test_a_result_leads_with_the_score_and_verdict_and_describes_its_components(
     assert all(isinstance(line, str) and line for line in COMPONENTS.values())
 
 
-def test_the_fit_is_deterministic_and_reads_only_training_splits(tmp_path):
+def test_the_fit_is_deterministic_and_trains_on_every_split_but_the_held_out_ones(tmp_path):
     from comparison import train
 
     rows = train.read_rows()
-    assert {r["split"] for r in rows} <= set(train.TRAIN_SPLITS)
-    assert not {r["split"] for r in rows} & set(train.HELD_OUT_SPLITS)
+    assert not {r["split"] for r in rows} & set(train.HELD_OUT)
+    assert {"dev", "train_a", "train_b", "blind_a", "blind_b"} <= {r["split"] for r in rows}
+    held_out = [{**rows[0], "split": train.HELD_OUT[0]}, rows[1]]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in held_out) + "\n")
+    assert train.read_rows(path) == [rows[1]]
     small = [r for r in rows if r["split"] == "dev"]
     params = {**train.PARAMS, "max_iter": 10}
     first, report = train.fit(small, params)
