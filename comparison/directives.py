@@ -22,7 +22,16 @@ from .lexicon import (
     TOOL_LEXICON,
     VERB_LEXICON,
 )
-from .text import STOP, negation_only_difference, overlap, same_stem, stem, stems, tokens
+from .text import (
+    STOP,
+    frozen,
+    negation_only_difference,
+    overlap,
+    same_stem,
+    stem,
+    stems,
+    tokens,
+)
 
 Finding = tuple[str, str]
 
@@ -66,7 +75,7 @@ def stances_of(text: str) -> frozenset[str]:
                 found.add(name)
         else:
             found.add(name)
-    return frozenset(found)
+    return frozen(found)
 
 
 def stance_conflicts(expected: str, extracted: str) -> list[str]:
@@ -123,7 +132,8 @@ def _stance_findings(a: frozenset[str], b: frozenset[str]) -> list[Finding]:
 def _detail_findings(expected: str, extracted: str) -> list[Finding]:
     found: list[Finding] = []
     for label, pattern in _DETAIL_PATTERNS.items():
-        da, db = set(pattern.findall(expected.lower())), set(pattern.findall(extracted.lower()))
+        da = set(pattern.findall(expected.lower()))
+        db = set(pattern.findall(extracted.lower())) if da else da
         if da and db and not da & db:
             found.append(
                 (label, f"different {label}: {', '.join(sorted(da))} vs {', '.join(sorted(db))}")
@@ -143,12 +153,12 @@ def _detail_findings(expected: str, extracted: str) -> list[Finding]:
 
 @lru_cache(maxsize=8192)
 def _tools_named(text: str) -> frozenset[str]:
-    return frozenset(TOOL_LEXICON.found(text))
+    return frozen(TOOL_LEXICON.found(text))
 
 
 @lru_cache(maxsize=8192)
 def verb_classes(text: str) -> frozenset[str]:
-    return frozenset(VERB_LEXICON.found(text))
+    return frozen(VERB_LEXICON.found(text))
 
 
 # Details a directive states exactly: two different ones are probably two different rules.
@@ -158,11 +168,14 @@ _DETAIL_PATTERNS = {
 }
 
 _SETTING = re.compile(r"([a-z_][\w.-]*)\s*[=:]\s*(true|false|yes|no|on|off)\b")
+_HAS_ASSIGNMENT = re.compile(r"[=:]")
 _TRUTH = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
 def _settings_flipped(expected: str, extracted: str) -> str | None:
     """ "set acks_late=True" against "set acks_late=False": the same switch, the other way."""
+    if not (_HAS_ASSIGNMENT.search(expected) and _HAS_ASSIGNMENT.search(extracted)):
+        return None  # cheap test first: the pattern tries every word as a switch's name
     a = {k: _TRUTH[v] for k, v in _SETTING.findall(expected.lower())}
     b = {k: _TRUTH[v] for k, v in _SETTING.findall(extracted.lower())}
     flipped = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
@@ -212,8 +225,10 @@ def forbidden_done(expected: str, extracted: str) -> str | None:
         (expected, extracted, "extracted"),
         (extracted, expected, "expected"),
     ):
-        other_done = stems(_NEGATED_PHRASE.sub(" ", other.lower()))
+        other_done = None
         for found in _NEGATED_PHRASE.finditer(rule.lower()):
+            if other_done is None:
+                other_done = stems(_NEGATED_PHRASE.sub(" ", other.lower()))
             act = [stem(w) for w in tokens(found.group(1)) if w not in STOP][:2]
             if act and all(any(same_stem(w, o) for o in other_done) for w in act):
                 return f"the {side} rule does what the other forbids ({' '.join(act)})"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from .literals import Prefilter, required
+
 # ---------------------------------------------------------------------------
 # Failure-mode atoms (semantics §1: `tool:`, `action:`, `error:` and any other key)
 
@@ -266,47 +268,38 @@ STATES: dict[str, str] = {
 
 
 class Lexicon:
-    """Named patterns, searched behind shared gates, on lower-cased text.
+    """Named patterns, each searched only when the text holds a string it cannot match
+    without (literals.py), on lower-cased text.
 
-    A trigger is checked against ~150 patterns and most never match. Each gate is one
-    alternation of a handful of patterns, so a text pays for the few gates that hit plus
-    the patterns behind them. Patterns are written in lower case and matched without
-    re.IGNORECASE, which costs Python's regex engine several times more per character;
-    the rare case-sensitive one (git's "CONFLICT") sees the original text.
+    A trigger is checked against ~150 patterns and most never match: a failed substring
+    test costs a small fraction of a failed regex search. Patterns are written in lower
+    case and matched without re.IGNORECASE, which costs Python's regex engine several
+    times more per character; the rare case-sensitive one (git's "CONFLICT") sees the
+    original text.
     """
 
-    def __init__(self, patterns: dict[str, str], *, case_sensitive=(), size=16):
+    def __init__(self, patterns: dict[str, str], *, case_sensitive=()):
         self.case_sensitive = frozenset(case_sensitive)
         self.patterns = {name: re.compile(p) for name, p in patterns.items()}
-        names = list(patterns)
-        # Without its word boundaries a gate only matches more, so it stays a safe
-        # pre-check; a case-sensitive member is let through its gate in any case. With
-        # `size=1` there are no gates: for short lists of common words a gate nearly
-        # always opens, and searching it only doubles the work.
-        self.gates = [
-            (
-                re.compile("|".join(self._gate_source(n, patterns[n]) for n in chunk))
-                if size > 1
-                else None,
-                [(n, self.patterns[n], n in self.case_sensitive) for n in chunk],
-            )
-            for chunk in (names[i : i + size] for i in range(0, len(names), size))
+        # A case-sensitive pattern is searched on every text: its strings are not in
+        # lower case.
+        self.members = [
+            (name, self.patterns[name], name in self.case_sensitive) for name in patterns
         ]
-
-    def _gate_source(self, name: str, pattern: str) -> str:
-        loose = pattern.replace(r"\b", "")
-        return f"(?i:{loose})" if name in self.case_sensitive else f"(?:{loose})"
+        self.prefilter = Prefilter(
+            [None if name in self.case_sensitive else required(p) for name, p in patterns.items()]
+        )
 
     def found(self, text: str) -> list[str]:
         """Names of the patterns that match, in declaration order."""
         low = text.lower()
-        return [
-            name
-            for gate, members in self.gates
-            if gate is None or gate.search(low)
-            for name, rx, exact in members
-            if rx.search(text if exact else low)
-        ]
+        members = self.members
+        out = []
+        for i in self.prefilter.candidates(low):
+            name, rx, exact = members[i]
+            if rx.search(text if exact else low):
+                out.append(name)
+        return out
 
 
 TOOL_LEXICON = Lexicon(TOOLS)
@@ -409,10 +402,13 @@ VERB_CLASSES: dict[str, str] = {
     "add": r"add|install|create|make (?:a|an|new)|generate|put|attach|register|grant|define|set up|provision|include",
     "remove": r"remove|delete|drop|discard|uninstall|clean|clear|purge|wipe|prune|free|strip|unset|revoke",
     "increase": r"raise|increase|bump|enlarge|grow|extend|give (?:it |them )?(?:more|a (?:bigger|larger))|scale up|allow (?:a )?(?:larger|bigger|more)",
-    "decrease": r"lower|reduce|decrease|shrink|cap|limit|scale down|throttle|slow down|loosen|relax",
+    "decrease": r"lower|reduce|decrease|halve|shrink|cap|limit|scale down|throttle|slow down|loosen|relax",
     "change": r"change|update|upgrade|switch|replace|rewrite|convert|move|rename|migrate|port|refactor|align|fix|edit|correct",
     "configure": r"configure|set|point|pin|select|use|enable|turn on|pass|specify|declare",
-    "restart": r"restart|reload|reboot|redeploy|roll ?out|recreate|rebuild|reinstall|refresh|renew|reconnect",
+    "restart": (
+        r"restart|reload|reboot|redeploy|roll ?out|roll(?! ?back)|recreate|rebuild|reinstall|refresh|"
+        r"renew|reconnect"
+    ),
     "stop": r"stop|abort|cancel|kill|disable|turn off|mask|skip|ignore|give up",
     "ask": r"ask|request|prompt|notify|tell|report|escalate|open (?:a|an) (?:pull request|issue|ticket)",
     "save": r"stash|save|back up|commit|persist|keep|store|snapshot|record|log|track",
@@ -422,8 +418,7 @@ VERB_CLASSES: dict[str, str] = {
     "send": r"push|publish|upload|deploy|release|send|return|respond|acknowledge",
     "expose": r"map|expose|publish|forward|bind|open (?:the |a )?port",
 }
-# Measured on the labelled texts: common verbs open any gate, so none is used here.
-VERB_LEXICON = Lexicon({k: rf"\b(?:{v})\b" for k, v in VERB_CLASSES.items()}, size=1)
+VERB_LEXICON = Lexicon({k: rf"\b(?:{v})\b" for k, v in VERB_CLASSES.items()})
 
 
 # ---------------------------------------------------------------------------
@@ -510,31 +505,52 @@ EQUIVALENTS: list[tuple[str, str]] = [
     (r"\b(?:turn|switch|flip)(?:s|ed|ing)? on\b", "enable"),
     (r"\bfeature (?:flag|toggle|switch)(?:es|s)?\b|\btoggles?\b|\bkill[- ]switch(?:es)?\b", "flag"),
     (r"\bbounc(?:e|es|ed|ing)\b", "restart"),
-    (r"\bre-?run(?:s|ning)?\b|\btry (?:it |that |this )?again\b|\bre-?tr(?:y|ies|ied)\b", "retry"),
+    (
+        r"\bre-?run(?:s|ning)?\b|\b(?:try|run) (?:it |that |this |them )?again\b|"
+        r"\bre-?tr(?:y|ies|ied)\b",
+        "retry",
+    ),
+    # "reduce the batch size by half" is "halve the batch size"
+    (
+        r"\b(?:reduc|cut|decreas|lower)(?:e|es|ed|ing|s|ting)? ((?:[\w-]+ ){0,3}?[\w-]+) "
+        r"(?:by half|in half|by 50 ?%)",
+        r"halve \1",
+    ),
     (r"\bback-?off\b|\bbacking off\b", "back off"),
     (r"\bidempotent key\b", "idempotency key"),
     (r"\brather than\b|\bin place of\b", "instead of"),
 ]
 _EQUIVALENT_RX = [(re.compile(p, re.I), r) for p, r in EQUIVALENTS]
-# The rewrites run in order (one may rewrite what an earlier one wrote), so each chunk of
-# eight is gated on the text as it stands when the chunk is reached: a chunk whose
-# alternation finds nothing would substitute nothing.
-_EQUIVALENT_CHUNKS = [
-    (
-        re.compile("|".join(f"(?:{p})" for p, _ in EQUIVALENTS[i : i + 8]), re.I),
-        _EQUIVALENT_RX[i : i + 8],
-    )
-    for i in range(0, len(EQUIVALENTS), 8)
-]
+# For ASCII text a case-blind pattern written in lower case matches the lower-cased text
+# where it matches the text, and searching without re.IGNORECASE is several times
+# faster; the filter's strings are in lower case too.
+assert all(p == p.lower() for p, _ in EQUIVALENTS), "equivalences are written in lower case"
+_EQUIVALENT_LOW = [re.compile(p) for p, _ in EQUIVALENTS]
+_EQUIVALENT_FILTER = Prefilter([required(p, ignore_case=True) for p, _ in EQUIVALENTS])
 
 
 @lru_cache(maxsize=16384)
 def canonical(text: str) -> str:
     """The text with every equivalence rewritten to its one spelling."""
-    for gate, members in _EQUIVALENT_CHUNKS:
-        if gate.search(text):
-            for rx, replacement in members:
-                text = rx.sub(replacement, text)
+    if not text.isascii():
+        # A case-blind match may pair a letter with a non-ASCII one ("ſ" with "s").
+        for rx, replacement in _EQUIVALENT_RX:
+            text = rx.sub(replacement, text)
+        return text
+    # The rewrites run in order and one may rewrite what an earlier one wrote, so the
+    # candidates are read again from the text as it stands after each change.
+    low = text.lower()
+    todo = _EQUIVALENT_FILTER.candidates(low)
+    k = 0
+    while k < len(todo):
+        n = todo[k]
+        k += 1
+        if not _EQUIVALENT_LOW[n].search(low):
+            continue
+        rx, replacement = _EQUIVALENT_RX[n]
+        text = rx.sub(replacement, text)
+        low = text.lower()
+        todo, k = [i for i in _EQUIVALENT_FILTER.candidates(low) if i > n], 0
     return text
 
 
@@ -552,7 +568,7 @@ SYNONYMS: list[frozenset[str]] = [
         "old stale outdated previous",
         "failure failures fault faults",
         "fail fails failed failing throw throws threw raise raises raised error errors errored "
-        "crash crashes crashed break breaks broke",
+        "crash crashes crashed break breaks broke hit hits encounter encounters encountered",
         "emit emits print prints output outputs log logs",
         "start starts begin begins launch launches",
         "stop stops halt halts",
@@ -566,7 +582,7 @@ SYNONYMS: list[frozenset[str]] = [
         "check checks verify verifies confirm confirms ensure ensures validate validates",
         "send sends transmit transmits submit submits",
         "upload uploads send sends",
-        "write writes save saves store stores persist persists",
+        "write writes save saves store stores persist persists insert inserts",
         "read reads load loads",
         "wrong incorrect invalid bad",
         "missing absent lacking",

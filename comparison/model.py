@@ -39,6 +39,11 @@ class Model:
         self.right = np.array(spec["right"], dtype=np.int64)
         self.value = np.array(spec["value"], dtype=np.float64)
         self.leaf = self.left < 0
+        own = np.arange(len(self.left))
+        self.children = np.stack(
+            [np.where(self.leaf, own, self.left), np.where(self.leaf, own, self.right)]
+        )
+        self.depth = _depth(self.roots, self.left, self.right)
         self.platt_a = float(spec["platt"]["a"])
         self.platt_b = float(spec["platt"]["b"])
         self.match_at = float(spec["thresholds"]["match"])
@@ -51,14 +56,12 @@ class Model:
 
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, len(self.features))
         nodes = np.broadcast_to(self.roots, (len(rows), len(self.roots))).copy()
-        pair = np.arange(len(rows))[:, None]
-        while True:
-            inner = ~self.leaf[nodes]
-            if not inner.any():
-                break
-            go_left = rows[pair, self.feature[nodes]] <= self.threshold[nodes]
-            step = np.where(go_left, self.left[nodes], self.right[nodes])
-            nodes = np.where(inner, step, nodes)
+        flat = rows.ravel()
+        offset = (np.arange(len(rows)) * rows.shape[1])[:, None]
+        # A leaf is its own child, so every pair takes the deepest tree's number of steps.
+        for _ in range(self.depth):
+            right = ~(flat[offset + self.feature[nodes]] <= self.threshold[nodes])
+            nodes = self.children[right.view(np.int8), nodes]
         return self.baseline + self.value[nodes].sum(axis=1)
 
     def probabilities(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -90,6 +93,19 @@ class Model:
         if probability >= self.match_at:
             return "match"
         return "partial" if probability >= self.partial_at else "miss"
+
+
+def _depth(roots, left, right) -> int:
+    """The most splits on any path from a root to a leaf."""
+    deepest = 0
+    stack = [(int(root), 0) for root in roots]
+    while stack:
+        node, depth = stack.pop()
+        if left[node] < 0:
+            deepest = max(deepest, depth)
+            continue
+        stack.extend(((int(left[node]), depth + 1), (int(right[node]), depth + 1)))
+    return deepest
 
 
 def export_trees(classifier: HistGradientBoostingClassifier) -> dict:

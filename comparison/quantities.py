@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from .text import frozen
+
 _WORDS = {
     "zero": 0,
     "one": 1,
@@ -97,7 +99,7 @@ def quantities(text: str) -> frozenset[tuple[str, float]]:
         unit = (m.group(2) or "").rstrip("s") if m.group(2) not in {"s", "ms"} else m.group(2)
         dimension, scale = _UNITS.get(unit, ("count", 1))
         out.add((dimension, value * scale))
-    return frozenset(out)
+    return frozen(out)
 
 
 def quantity_agreement(expected: str, extracted: str) -> float:
@@ -120,7 +122,7 @@ def status_classes(text: str) -> frozenset[str]:
     low = text.lower()
     found = {m.group(1) for m in _STATUS.finditer(low)}
     found.update(c for words, c in _STATUS_WORDS.items() if words in low)
-    return frozenset(found)
+    return frozen(found)
 
 
 def status_class_agreement(expected: str, extracted: str) -> float:

@@ -168,7 +168,10 @@ class StaticEmbedder:
         missing = list(dict.fromkeys(t for t in texts if t not in cache))
         if missing:
             if len(cache) + len(missing) > _VECTOR_CACHE:
-                cache.clear()  # bounded: rule texts are short, but a process lives long
+                # Bounded: rule texts are short, but a process lives long. What this
+                # call found in the cache is gone with it, so all of its texts are made.
+                cache.clear()
+                missing = list(dict.fromkeys(texts))
             cache.update(zip(missing, self._encode(missing), strict=True))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -180,14 +183,52 @@ class StaticEmbedder:
         ids_per_text = [self.piece_ids(text) for text in texts]
         rows = [i for i, ids in enumerate(ids_per_text) if ids]
         if rows:
-            # One gather and one segmented sum for the whole batch: per-text numpy calls
-            # cost more than the arithmetic for texts this short.
             flat = np.fromiter((p for i in rows for p in ids_per_text[i]), dtype=np.int64)
-            starts = np.cumsum([0] + [len(ids_per_text[i]) for i in rows[:-1]])
-            out[rows] = np.add.reduceat(self.matrix[flat], starts, axis=0)
+            lengths = np.array([len(ids_per_text[i]) for i in rows], dtype=np.int64)
+            out[rows] = _segment_sums(self.matrix, flat, lengths)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
+
+
+def _segment_sums(matrix, flat, lengths):
+    """The sum of `matrix[flat]` over each run of `lengths` rows, texts of one length at
+    a time: one gather and a few additions per length, where per-text numpy calls cost
+    more than the arithmetic and `np.add.reduceat` walks the rows one by one. The sums
+    come out exactly as `np.add.reduceat` makes them (the first row plus the pairwise sum
+    of the rest), so vectors do not move by a rounding."""
+    np = _numpy()
+    starts = np.cumsum(lengths) - lengths
+    out = np.empty((len(lengths), matrix.shape[1]), dtype=matrix.dtype)
+    for length in np.unique(lengths).tolist():
+        which = np.flatnonzero(lengths == length)
+        seg = matrix[flat[starts[which][:, None] + np.arange(length)]]
+        out[which] = seg[:, 0] if length == 1 else seg[:, 0] + _pairwise(seg[:, 1:])
+    return out
+
+
+def _pairwise(x):
+    """numpy's pairwise summation over axis 1 of (texts, pieces, dim), in its order:
+    one by one under 8 terms, 8 running sums up to 128, halves beyond."""
+    m = x.shape[1]
+    if m < 8:
+        res = x[:, 0].copy()
+        for i in range(1, m):
+            res += x[:, i]
+        return res
+    if m <= 128:
+        r = x[:, :8].copy()
+        end = m - m % 8
+        for i in range(8, end, 8):
+            r += x[:, i : i + 8]
+        res = ((r[:, 0] + r[:, 1]) + (r[:, 2] + r[:, 3])) + (
+            (r[:, 4] + r[:, 5]) + (r[:, 6] + r[:, 7])
+        )
+        for i in range(end, m):
+            res += x[:, i]
+        return res
+    half = m // 2 - (m // 2) % 8
+    return _pairwise(x[:, :half]) + _pairwise(x[:, half:])
 
 
 _lock = threading.Lock()

@@ -6,9 +6,7 @@ expected rule is compared with every candidate extracted for it) are memoised.
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections import Counter
 from functools import lru_cache
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -26,17 +24,24 @@ def token_f1(a: str, b: str) -> float:
         return 1.0
     if not ta or not tb:
         return 0.0
-    common = sum((_counts(a) & _counts(b)).values())
+    common = _common(ta, tb)
     if common == 0:
         return 0.0
     precision, recall = common / len(tb), common / len(ta)
     return 2 * precision * recall / (precision + recall)
 
 
-@lru_cache(maxsize=16384)
-def _counts(text: str) -> Counter:
-    # Read only (`&` builds a new Counter), so one per text can be shared.
-    return Counter(tokens(text))
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """Size of the multiset intersection of two token lists."""
+    left: dict[str, int] = {}
+    for w in b:
+        left[w] = left.get(w, 0) + 1
+    common = 0
+    for w in a:
+        if left.get(w):
+            left[w] -= 1
+            common += 1
+    return common
 
 
 def word_diff(expected: str, extracted: str) -> list[tuple[str, str]]:
@@ -52,22 +57,72 @@ def word_diff(expected: str, extracted: str) -> list[tuple[str, str]]:
 @lru_cache(maxsize=8192)
 def cached_word_diff(expected: str, extracted: str) -> tuple[tuple[str, str], ...]:
     exp_words, ext_words = expected.split(), extracted.split()
-    matcher = difflib.SequenceMatcher(
-        a=[_norm_word(w) for w in exp_words], b=[_norm_word(w) for w in ext_words], autojunk=False
-    )
     ops: list[tuple[str, str]] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            ops.extend(("keep", w) for w in ext_words[j1:j2])
-            continue
+    i = j = 0
+    for bi, bj, size in matching_blocks(_norm_words(expected), _norm_words(extracted)):
         # A replacement reads best as "what went, then what came".
-        ops.extend(("delete", w) for w in exp_words[i1:i2])
-        ops.extend(("insert", w) for w in ext_words[j1:j2])
+        ops.extend(("delete", w) for w in exp_words[i:bi])
+        ops.extend(("insert", w) for w in ext_words[j:bj])
+        ops.extend(("keep", w) for w in ext_words[bj : bj + size])
+        i, j = bi + size, bj + size
     return tuple(ops)
 
 
-def _norm_word(word: str) -> str:
-    return word.lower().strip(".,;:!?\"'()[]")
+@lru_cache(maxsize=16384)
+def _norm_words(text: str) -> tuple[str, ...]:
+    return tuple(w.lower().strip(".,;:!?\"'()[]") for w in text.split())
+
+
+def matching_blocks(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """`difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks()`, the same
+    blocks without the class around it (rule texts are a few dozen words, and its set-up
+    cost more than the matching): the longest common run of words, then the same on each
+    side of it; ties go to the earliest in `a`, then in `b`."""
+    b2j: dict[str, list[int]] = {}
+    for j, w in enumerate(b):
+        b2j.setdefault(w, []).append(j)
+    blocks = []
+    queue = [(0, len(a), 0, len(b))]
+    while queue:
+        alo, ahi, blo, bhi = queue.pop()
+        i, j, k = _longest_match(a, b2j, alo, ahi, blo, bhi)
+        if k:
+            blocks.append((i, j, k))
+            if alo < i and blo < j:
+                queue.append((alo, i, blo, j))
+            if i + k < ahi and j + k < bhi:
+                queue.append((i + k, ahi, j + k, bhi))
+    blocks.sort()
+    merged = []
+    i1 = j1 = k1 = 0
+    for i2, j2, k2 in blocks:
+        if i1 + k1 == i2 and j1 + k1 == j2:
+            k1 += k2
+            continue
+        if k1:
+            merged.append((i1, j1, k1))
+        i1, j1, k1 = i2, j2, k2
+    if k1:
+        merged.append((i1, j1, k1))
+    merged.append((len(a), len(b), 0))
+    return merged
+
+
+def _longest_match(a, b2j, alo, ahi, blo, bhi) -> tuple[int, int, int]:
+    besti, bestj, bestsize = alo, blo, 0
+    j2len: dict[int, int] = {}
+    for i in range(alo, ahi):
+        grown = {}
+        for j in b2j.get(a[i], ()):
+            if j < blo:
+                continue
+            if j >= bhi:
+                break
+            k = grown[j] = j2len.get(j - 1, 0) + 1
+            if k > bestsize:
+                besti, bestj, bestsize = i - k + 1, j - k + 1, k
+        j2len = grown
+    return besti, bestj, bestsize
 
 
 @lru_cache(maxsize=8192)
@@ -213,9 +268,20 @@ PRONOUNS = frozenset(
 )
 
 
+# Memoised results live as long as the process, and each full pass of the cyclic garbage
+# collector walks every set among them; most texts name no stance, tool or amount, so
+# their empty results are one shared set.
+EMPTY: frozenset = frozenset()
+
+
+def frozen(items) -> frozenset:
+    found = frozenset(items)
+    return found if found else EMPTY
+
+
 @lru_cache(maxsize=16384)
 def content(text: str) -> frozenset[str]:
-    return frozenset(t for t in tokens(text) if t not in STOP)
+    return frozen(t for t in tokens(text) if t not in STOP)
 
 
 def overlap(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
@@ -244,7 +310,7 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=16384)
 def stems(text: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in tokens(text) if w not in STOP)
+    return frozen(stem(w) for w in tokens(text) if w not in STOP)
 
 
 def same_stem(a: str, b: str) -> bool:

@@ -19,7 +19,7 @@ from .lexicon import (
     STATE_LEXICON,
     TOOL_LEXICON,
 )
-from .text import overlap, stems
+from .text import frozen, overlap, stems
 
 _HTTP_STATUS = re.compile(
     r"\b([45]\d\d)\b(?!\s*(?:mb|gb|kb|ms|s\b|sec|seconds|minutes|%|mib|gib|bytes|lines|rows|files))",
@@ -124,7 +124,7 @@ def atoms_of(text: str) -> frozenset[str]:
         word = m.group(0)
         if word not in _IGNORED_IDENTIFIERS and not _known(word):
             atoms.add(f"code:{word.lower()}")
-    return frozenset(atoms)
+    return frozen(atoms)
 
 
 @lru_cache(maxsize=8192)

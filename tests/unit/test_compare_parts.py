@@ -191,12 +191,16 @@ def test_a_result_leads_with_the_score_and_verdict_and_describes_its_components(
     assert all(isinstance(line, str) and line for line in COMPONENTS.values())
 
 
-def test_the_fit_is_deterministic_and_reads_only_training_splits(tmp_path):
+def test_the_fit_is_deterministic_and_trains_on_every_split_but_the_held_out_ones(tmp_path):
     from comparison import train
 
     rows = train.read_rows()
-    assert {r["split"] for r in rows} <= set(train.TRAIN_SPLITS)
-    assert not {r["split"] for r in rows} & set(train.HELD_OUT_SPLITS)
+    assert not {r["split"] for r in rows} & set(train.HELD_OUT)
+    assert {"dev", "train_a", "train_b", "blind_a", "blind_b"} <= {r["split"] for r in rows}
+    held_out = [{**rows[0], "split": train.HELD_OUT[0]}, rows[1]]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in held_out) + "\n")
+    assert train.read_rows(path) == [rows[1]]
     small = [r for r in rows if r["split"] == "dev"]
     params = {**train.PARAMS, "max_iter": 10}
     first, report = train.fit(small, params)
@@ -230,3 +234,78 @@ def test_a_text_embeds_the_same_alone_as_in_a_batch_and_from_the_cache():
     norms = np.linalg.norm(rows, axis=1)
     assert np.array_equal(weight, norms)
     assert np.array_equal(unit, rows / np.maximum(norms, 1e-9)[:, None])
+
+
+def test_a_vocabulary_finds_exactly_what_searching_every_pattern_finds():
+    from comparison.lexicon import ERROR_LEXICON, STANCE_LEXICON, TOOL_LEXICON, VERB_LEXICON
+
+    texts = [
+        r[side][field]
+        for r in _rows()[:400]
+        for side in ("expected", "extracted")
+        for field in ("trigger", "directive")
+    ]
+    texts += ["git push --force", "CONFLICT (content)", "ENOSPC", ""]
+    for lexicon in (ERROR_LEXICON, STANCE_LEXICON, TOOL_LEXICON, VERB_LEXICON):
+        for text in texts:
+            low = text.lower()
+            every = [
+                name for name, rx, exact in lexicon.members if rx.search(text if exact else low)
+            ]
+            assert lexicon.found(text) == every, text
+
+
+def test_the_strings_a_pattern_needs_are_in_every_text_it_matches():
+    from comparison.literals import Prefilter, required
+
+    assert required(r"\bretr(?:y|ies|ying)\b") == {"retr"}
+    assert required(r"\bgit\b|\bgithub\b(?! actions)|\bgitlab\b") == {"git"}
+    assert required(r"(?:cuda |gpu )?oom|out of memory") == {"oom", "out of memory"}
+    assert required(r"\w+ing") == {"ing"}
+    assert required(r"\d+(?:s|ms)?") is None
+    assert required(r"(?i)abc") is None  # an inline flag: either case matches
+    assert required(r"Abc", ignore_case=True) == {"abc"}
+    prefilter = Prefilter([required("failure"), required("fail"), None, required("x{2}y")])
+    assert prefilter.candidates("it failed") == [1, 2]
+    assert prefilter.candidates("a failure, xxy") == [0, 1, 2, 3]
+
+
+def test_the_word_diff_finds_difflibs_blocks():
+    import difflib
+    import random
+
+    from comparison.text import matching_blocks
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        a = tuple(rng.choice("abcd") for _ in range(rng.randint(0, 12)))
+        b = tuple(rng.choice("abcd") for _ in range(rng.randint(0, 12)))
+        matcher = difflib.SequenceMatcher(a=list(a), b=list(b), autojunk=False)
+        assert matching_blocks(a, b) == [tuple(m) for m in matcher.get_matching_blocks()]
+
+
+def test_sentence_vectors_are_summed_exactly_as_reduceat_sums_them():
+    from comparison.semantic import _segment_sums
+
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((500, 16)).astype(np.float32)
+    lengths = np.array([*range(1, 300), *rng.integers(1, 30, 200)])
+    flat = rng.integers(0, 500, lengths.sum())
+    expected = np.add.reduceat(matrix[flat], np.cumsum(lengths) - lengths, axis=0)
+    assert np.array_equal(_segment_sums(matrix, flat, lengths), expected)
+
+
+def test_the_vector_cache_restarting_mid_call_keeps_the_texts_of_that_call(monkeypatch):
+    from comparison import semantic
+
+    embedder = semantic.load_embedder()
+    first = embedder.encode(["the disk is full", "retry later"])
+    monkeypatch.setattr(semantic, "_VECTOR_CACHE", len(embedder._vectors) + 1)
+    again = embedder.encode(["the disk is full", "a text never seen", "one more new text"])
+    assert np.array_equal(again[0], first[0])
+
+
+def _rows() -> list[dict]:
+    from comparison import train
+
+    return train.read_rows()
