@@ -167,3 +167,15 @@ def test_the_simulator_is_deterministic():
     again = replay(case, ReplayContext(session_id="b", rules_for=lambda s, q: []))
     assert first == again
     assert first["traces"][-1]["metrics"] != trajectory["metrics"]  # the noise is there
+
+
+def test_the_rule_and_round_pages_say_why_c014_waits(demo, viewer_client):
+    from django.urls import reverse
+
+    reason = "effect +0.21 [+0.00, +0.43]; needs more samples: 4 of 8 repeats per case"
+    body = viewer_client.get(reverse("rule-detail", args=["C-014"])).content.decode()
+    assert f'<span id="pending-text">replay inconclusive: {reason}</span>' in body
+    assert f'<span id="paired-reason">{reason}</span>' in body
+    verdict = JournalEvent.objects.get(rule_id="C-014", type="validation_verdict")
+    page = viewer_client.get(reverse("round-detail", args=[verdict.round_id])).content.decode()
+    assert f"{reason} <span" in page and "(pending: replay_inconclusive)" in page
