@@ -129,18 +129,6 @@ def test_samples_accumulate_and_replay_stops_at_max_repeats(paired):
 # --- the schedule across rounds (semantics §17.3) -------------------------------------------------
 
 
-def harms(case, context):
-    """Treatment costs the failing case 0.25 of task completion; control is the case as
-    recorded, give or take a little by repeat."""
-    context.mark_execution_started()
-    shown = [r["id"] for r in context.rule_tool(scope=case.rule["scope"])]
-    metrics = dict(case.trajectory["metrics"])
-    wobble = 0.01 * (context.repeat % 3)
-    drop = 0.25 if case.rule["id"] in shown else 0.0
-    metrics["task_completion"] = round(metrics["task_completion"] - drop + wobble, 3)
-    return {"traces": [{"metrics": metrics}]}
-
-
 def _rows(round_id: int) -> list[tuple]:
     return [
         (e.type, e.rule_id, e.evidence.get("arm"), e.evidence.get("repeat"))
@@ -152,12 +140,13 @@ def _rows(round_id: int) -> list[tuple]:
 def test_one_look_per_round_leaves_the_rule_pending_and_the_trial_waits_for_its_evidence(
     paired,
 ):
-    paired.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_rounds_paired:harms"
     paired.CAUTERWEB_REPLAY_LOOKS_PER_ROUND = 1
     corpus(failing("F-1"))
     rule()
-    # Five healthy sessions: a forward trial would promote this rule at once (semantics §8.4).
-    reports_ingest(read_jsonl(jsonl(*[report(f"s{i}", T0) for i in range(5)])))
+    # Five sessions that all show the target condition: a forward trial would retire this
+    # rule at once ("did not improve on baseline", semantics §8.4).
+    breached = [report(f"s{i}", T0, notices=["breach:task_completion"]) for i in range(5)]
+    reports_ingest(read_jsonl(jsonl(*breached)))
     first = round_run()
     arms = [("treatment", "control")[i % 2] for i in range(8)]
     assert _rows(first.pk) == [
@@ -168,8 +157,9 @@ def test_one_look_per_round_leaves_the_rule_pending_and_the_trial_waits_for_its_
         ("validation_round_finished", None, None, None),
     ]
     verdict = round_events(first.pk)[-2].evidence
-    # One case of 4 against 4 cannot exclude any shift at the first look's share of alpha.
-    reason = "effect −0.25 [−∞, +∞]; needs more samples: 4 of 8 repeats per case"
+    # One case of 4 against 4 (p ≥ 1/70) cannot clear the first look's share of alpha, nor
+    # exclude any shift at that level.
+    reason = "effect +0.60 [−∞, +∞]; needs more samples: 4 of 8 repeats per case"
     assert {k: verdict[k] for k in ("outcome", "validator", "reason", "pending_reason")} == {
         "outcome": "pending",
         "validator": "replay",
@@ -177,7 +167,8 @@ def test_one_look_per_round_leaves_the_rule_pending_and_the_trial_waits_for_its_
         "pending_reason": "replay_inconclusive",
     }
     assert verdict["details"]["replay_attempts"] == 0
-    assert verdict["details"]["trial"]["observed_sessions"] == 5  # there, and not consulted
+    trial = verdict["details"]["trial"]
+    assert (trial["observed_sessions"], trial["trial_rate"]) == (5, 1.0)  # not consulted
     paired_evidence = verdict["details"]["replay"]["paired"]
     assert (paired_evidence["look"], paired_evidence["replays"]) == (1, 8)
     r = Rule.objects.get(pk="R-1")
@@ -195,21 +186,21 @@ def test_one_look_per_round_leaves_the_rule_pending_and_the_trial_waits_for_its_
         ("validation_candidate_started", "R-1", None, None),
         *[("validation_replay_case", "R-1", arm, 4 + i // 2) for i, arm in enumerate(arms)],
         ("validation_verdict", "R-1", None, None),
-        ("rule_retired", "R-1", None, None),
+        ("rule_promoted", "R-1", None, None),
         ("validation_round_finished", None, None, None),
     ]
     assert round_events(second.pk)[1].evidence["replay_attempts"] == 0
-    retired = round_events(second.pk)[-2].evidence
-    assert retired["validator"] == "replay"
+    promoted = round_events(second.pk)[-2].evidence
+    assert promoted["validator"] == "replay"
     # Decided on every sample the rule has: round 1's and round 2's.
-    assert retired["paired"]["replays"] == 16 == ReplaySample.objects.count()
-    arms_seen = retired["paired"]["cases"]["F-1"]["arms"]
+    assert promoted["paired"]["replays"] == 16 == ReplaySample.objects.count()
+    arms_seen = promoted["paired"]["cases"]["F-1"]["arms"]
     assert arms_seen["treatment"]["metrics"]["task_completion"]["n"] == 8
     assert arms_seen["control"]["metrics"]["task_completion"]["n"] == 8
-    assert retired["paired"]["look"] == 2
+    assert promoted["paired"]["look"] == 2 and promoted["paired"]["improvement"]["significant"]
     r = Rule.objects.get(pk="R-1")
-    assert (r.state, r.replay_attempts, r.last_validator) == ("retired", 1, "replay")
-    assert r.verdict_reason.startswith("regressed task_completion on failing case F-1")
+    assert (r.state, r.replay_attempts, r.last_validator) == ("active", 1, "replay")
+    assert r.verdict_reason.startswith("improved task_completion: effect +0.60 [+0.59, +0.61]")
 
 
 @pytest.mark.django_db
