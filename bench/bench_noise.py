@@ -186,6 +186,7 @@ def measure(args) -> dict:
         max_repeats=args.max_repeats,
         **({"batch": args.batch} if args.batch else {}),
         **({"retire_spending": args.retire_spending} if args.retire_spending else {}),
+        **({"futility": args.futility} if args.futility is not None else {}),
     )
     results: dict = {}
     for cls in CLASSES:
@@ -260,6 +261,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="replays per case and arm between looks")
     parser.add_argument("--retire-spending", choices=paired.SPENDINGS, help="for regressions")
     parser.add_argument("--margin", type=float, default=0.05)
+    parser.add_argument(
+        "--futility",
+        action=argparse.BooleanOptionalAction,
+        help="retire at an early look whose effect estimate is below zero (non-binding)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-verifier", dest="verifier", action="store_false")
     parser.add_argument("--json", action="store_true")

@@ -253,6 +253,14 @@ class Rule(models.Model):
         """The pending reason in words; "not yet attempted" is distinct from "no verdict yet"."""
         if self.state != RuleState.CANDIDATE:
             return ""
+        # The paired design says what it still needs, e.g. "effect +0.21 [−0.10, +0.52];
+        # needs more samples: 4 of 8 repeats per case" (semantics §17.3); §7's own reason only
+        # repeats the code ("replay inconclusive: …"), so there the label says more.
+        paired_words = self.verdict_reason and not self.verdict_reason.startswith(
+            "replay inconclusive"
+        )
+        if self.pending_reason == PendingReason.REPLAY_INCONCLUSIVE and paired_words:
+            return f"replay inconclusive: {self.verdict_reason}"
         if self.pending_reason:
             return PendingReason(self.pending_reason).label
         if self.first_attempted_at is None:

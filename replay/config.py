@@ -30,6 +30,7 @@ class RoundConfig:
     concurrency: int = 1
     max_repeats: int = 8
     alpha: float = 0.05
+    looks_per_round: int = 1
 
     @property
     def replay_wired(self) -> bool:
@@ -62,6 +63,7 @@ class RoundConfig:
             concurrency=settings.CAUTERWEB_REPLAY_CONCURRENCY,
             max_repeats=settings.CAUTERWEB_REPLAY_MAX_REPEATS,
             alpha=settings.CAUTERWEB_REPLAY_ALPHA,
+            looks_per_round=settings.CAUTERWEB_REPLAY_LOOKS_PER_ROUND,
         )
 
 

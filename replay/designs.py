@@ -48,6 +48,7 @@ class CandidateRun:
     reads: list = field(default_factory=list)  # (replay session, rule id) to record
     outstanding: int = 0
     batches: int = 0
+    looks: int = 0  # paired batches asked for in this round
     _verdict: tuple = (-1, None)  # (samples seen, paired verdict): decided once per look
 
     @property
@@ -81,6 +82,10 @@ class CandidateRun:
         ]
 
     def _paired_batch(self) -> list[Job]:
+        # One look is one completed batch; past `looks_per_round` an undecided candidate waits
+        # for the next round, so it cannot hold the others back (semantics §17.3).
+        if self.looks >= self.cfg.looks_per_round:
+            return []
         everything = self.prior + self.samples
         if self.samples and self.paired_verdict().outcome != paired.PENDING:
             return []
@@ -96,6 +101,7 @@ class CandidateRun:
             taken[(case_id, arm)] = repeat + 1
             session = f"replay:{self.round_id}:{self.rule_id}:{case_id}:{arm}:{repeat}"
             jobs.append(Job(self.rule_id, case_id, kinds[case_id], arm, repeat, session))
+        self.looks += bool(jobs)
         return jobs
 
     def record(self, result: RunResult) -> None:
@@ -132,8 +138,18 @@ class CandidateRun:
             )
         decisive = (verdict.evidence.get("decisive") or {}).get("metric")
         return engine.Verdict(
-            verdict.outcome, engine.REPLAY, verdict.reason, pending, deciding_metric=decisive
+            verdict.outcome,
+            engine.REPLAY,
+            verdict.reason,
+            pending,
+            deciding_metric=decisive,
+            gathering=verdict.outcome == paired.PENDING and self.wants_samples(),
         )
+
+    def wants_samples(self) -> bool:
+        """Whether a case and arm is still short of `max_repeats` (semantics §17.3)."""
+        everything = self.prior + self.samples
+        return bool(paired.next_requests(everything, self.paired_cases(), self.paired_config()))
 
     # --- single (semantics §7) ------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from . import cases, engine, lock
 from .config import RoundConfig
 from .designs import CandidateRun, CaseSpec
 from .dispatch import CeleryPool, Job, RunResult, ThreadPool, context_for, open_session
-from .models import RoundStatus, ValidationRound
+from .models import ReplaySample, RoundStatus, ValidationRound
 from .trials import trial_counts, trial_of
 from .verdicts import ENGINE, Outcome, Writer, verdicts_write
 
@@ -533,17 +533,20 @@ def _count(summary: dict, o: Outcome) -> None:
 
 
 def _snapshot() -> set:
-    """What a round can change: the candidates' own fields (a decided one drops out)."""
-    return set(
-        Rule.objects.filter(state=RuleState.CANDIDATE).values_list(
+    """What a round can change: the candidates' own fields (a decided one drops out), and the
+    replay samples kept (a candidate gathering them changes no field, semantics §17.3)."""
+    newest = ReplaySample.objects.order_by("-id").values_list("id", flat=True).first()
+    return {
+        ("samples", newest),
+        *Rule.objects.filter(state=RuleState.CANDIDATE).values_list(
             "id",
             "state",
             "pending_reason",
             "replay_attempts",
             "last_validator",
             "first_attempted_at",
-        )
-    )
+        ),
+    }
 
 
 def rules_summary() -> list[dict]:

@@ -43,8 +43,10 @@ class Outcome:
     result: str = ""  # after the write: promote / retire / pending / skipped
 
     @property
-    def replayed(self) -> bool:
-        return self.replay is not None
+    def attempt_spent(self) -> bool:
+        """A replay that ran spends one of `max_replay_attempts` unless it is still gathering
+        samples (semantics §7.10, §17.3): a candidate can always reach `max_repeats`."""
+        return self.replay is not None and self.replay.attempt_spent
 
 
 def verdicts_write(
@@ -160,7 +162,7 @@ def _details(o: Outcome, cases: list[dict]) -> dict:
             replay["paired"] = _paired_evidence(o)
     return {
         "trial": o.trial.evidence(),
-        "replay_attempts": o.rule.replay_attempts + int(o.replayed),
+        "replay_attempts": o.rule.replay_attempts + int(o.attempt_spent),
         "replay": replay,
     }
 
@@ -190,16 +192,16 @@ def _bookkeeping(outcomes: list[Outcome], now: datetime) -> None:
         reason = (o.verdict.reason or "") if pending else ""
         pending_reason = (o.verdict.pending_reason or "") if pending else ""
         rows.append(
-            (o.rule.id, o.verdict.validator, int(o.replayed), pending, pending_reason, reason)
+            (o.rule.id, o.verdict.validator, int(o.attempt_spent), pending, pending_reason, reason)
         )
     update_from_values(
         Rule,
-        columns=("id", "validator", "replayed", "pending", "pending_reason", "reason"),
+        columns=("id", "validator", "spent", "pending", "pending_reason", "reason"),
         rows=rows,
         assignments={
             "first_attempted_at": "COALESCE({table}.first_attempted_at, %s)",
             "last_validator": "v.validator",
-            "replay_attempts": "{table}.replay_attempts + v.replayed",
+            "replay_attempts": "{table}.replay_attempts + v.spent",
             "pending_reason": "CASE WHEN v.pending THEN v.pending_reason "
             "ELSE {table}.pending_reason END",
             "verdict_reason": "CASE WHEN v.pending THEN v.reason ELSE {table}.verdict_reason END",

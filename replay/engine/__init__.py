@@ -78,6 +78,14 @@ class Verdict:
     reason: str
     pending_reason: str = ""
     deciding_metric: str | None = None
+    # A paired replay still gathering its samples (semantics §17.3): pending, but not an
+    # attempt spent, and not the forward trial's to decide (§7.10).
+    gathering: bool = False
+
+    @property
+    def attempt_spent(self) -> bool:
+        """Whether this replay verdict counts as one of `max_replay_attempts` (§7.10)."""
+        return not self.gathering
 
 
 @dataclass(frozen=True)
@@ -440,10 +448,12 @@ def decide_candidate(
 ) -> Verdict:
     """Combine the replay verdict (if replay ran) with the forward trial (semantics §7.10, §8, §9.2).
 
-    A decisive replay stands. Otherwise the trial is consulted in the same round: if it can
-    decide, it decides; if not, the candidate keeps the replay's pending reason — or
-    `round_budget_exhausted` when the round reached it after its budget ran out."""
-    if replay is not None and replay.outcome != "pending":
+    A decisive replay stands, and so does one still gathering its samples: its evidence is
+    not complete, so the trial does not pre-empt it (§17.4). Otherwise the trial is consulted
+    in the same round: if it can decide, it decides; if not, the candidate keeps the replay's
+    pending reason — or `round_budget_exhausted` when the round reached it after its budget
+    ran out."""
+    if replay is not None and (replay.outcome != "pending" or replay.gathering):
         return replay
     verdict = decide_trial(trial, min_sessions=min_sessions, margins=margins)
     if verdict.outcome != "pending":

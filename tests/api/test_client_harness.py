@@ -121,6 +121,10 @@ def test_a_scripted_agent_served_by_the_harness_is_replayed_end_to_end(harness):
     corpus(failing("F-1"))
     rule(directive="pull latest changes before pushing")
     round_run()
+    # One case: its first look (4 replays per arm) cannot decide, so the rule waits for the
+    # next round's look (semantics §17.3).
+    assert state_of().state == "candidate"
+    round_run()
     # Paired replays (semantics §17.1): the harness is told each replay's arm, and only the
     # treatment arm is handed the candidate through its own token.
     assert {arm for case_id, kind, arm in seen if case_id == "F-1"} == {"treatment", "control"}

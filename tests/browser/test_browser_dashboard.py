@@ -165,9 +165,15 @@ def test_a_started_round_updates_its_status_without_reloading(signed_in, shot, w
     harness.release.set()
     expect(newest.locator(".round-status")).to_have_text("finished", timeout=20_000)
     assert page.evaluate("window.__stillTheSamePage === true"), "the page was reloaded"
-    # The new push rule rescues F-006..F-008 as C-001 does, and C-001 is active: the control
-    # arm is rescued too, so the paired replays find no improvement and retire it.
-    expect(newest).to_contain_text("0 promoted · 1 retired")
+    # One look per candidate (semantics §17.3). C-014, pending for more samples since the
+    # demo, gets its second look and is promoted. The new push rule rescues F-006..F-008 as
+    # C-001 does, and C-001 is active: the control arm is rescued too, so its first look shows
+    # no difference and it waits for more samples.
+    expect(newest).to_contain_text("1 promoted · 0 retired · 2 pending")
+    assert Rule.objects.get(pk="C-014").state == "active"
+    new = Rule.objects.get(directive__startswith="fetch and rebase")
+    assert (new.state, new.pending_reason) == ("candidate", "replay_inconclusive")
+    assert new.verdict_reason.endswith("needs more samples: 4 of 8 repeats per case")
     shot("round finished")
 
 

@@ -59,6 +59,8 @@ def _verdicts_at(settings, concurrency: int, batch: int) -> dict:
 @pytest.mark.django_db
 def test_verdicts_are_the_same_at_concurrency_1_4_and_8(wired, design):
     wired.CAUTERWEB_REPLAY_DESIGN = design
+    # Every look in one round, so each batch of rules is decided before the next is recorded.
+    wired.CAUTERWEB_REPLAY_LOOKS_PER_ROUND = 8
     corpus(*[failing(f"F-{i}", minutes=i) for i in range(3)], win("S-1"), win("S-2", 1))
     one = _verdicts_at(wired, 1, batch=1)
     assert one == _verdicts_at(wired, 4, batch=4) == _verdicts_at(wired, 8, batch=8)

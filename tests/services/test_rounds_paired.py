@@ -4,8 +4,11 @@ across rounds, a sequential decision, and the evidence in the journal."""
 import pytest
 
 from lifecycle.models import JournalEvent, Rule
+from lifecycle.validation import read_jsonl
+from replay.intake import reports_ingest
 from replay.models import ReplaySample
 from replay.rounds import round_run
+from tests.builders import T0, jsonl, report
 from tests.services.test_engine_scenarios import corpus, failing, rule
 
 ARMS_SEEN: list = []
@@ -48,6 +51,9 @@ def round_events(round_id: int) -> list[JournalEvent]:
 
 @pytest.mark.django_db
 def test_a_rule_that_helps_is_promoted_on_paired_evidence_with_exact_journal_rows(paired):
+    # One case: its first look (4 against 4, p ≥ 1/70) cannot be decisive, so every look is
+    # given in this one round (the schedule across rounds is tested below).
+    paired.CAUTERWEB_REPLAY_LOOKS_PER_ROUND = 2
     corpus(failing("F-1"))
     rule()
     vround = round_run()
@@ -118,3 +124,103 @@ def test_samples_accumulate_and_replay_stops_at_max_repeats(paired):
     assert not JournalEvent.objects.filter(round_id=second.pk, type="validation_replay_case")
     assert ReplaySample.objects.count() == 4 and first.pk != second.pk
     assert Rule.objects.get(pk="R-1").replay_attempts == 2
+
+
+# --- the schedule across rounds (semantics §17.3) -------------------------------------------------
+
+
+def _rows(round_id: int) -> list[tuple]:
+    return [
+        (e.type, e.rule_id, e.evidence.get("arm"), e.evidence.get("repeat"))
+        for e in round_events(round_id)
+    ]
+
+
+@pytest.mark.django_db
+def test_one_look_per_round_leaves_the_rule_pending_and_the_trial_waits_for_its_evidence(
+    paired,
+):
+    paired.CAUTERWEB_REPLAY_LOOKS_PER_ROUND = 1
+    corpus(failing("F-1"))
+    rule()
+    # Five sessions that all show the target condition: a forward trial would retire this
+    # rule at once ("did not improve on baseline", semantics §8.4).
+    breached = [report(f"s{i}", T0, notices=["breach:task_completion"]) for i in range(5)]
+    reports_ingest(read_jsonl(jsonl(*breached)))
+    first = round_run()
+    arms = [("treatment", "control")[i % 2] for i in range(8)]
+    assert _rows(first.pk) == [
+        ("validation_round_started", None, None, None),
+        ("validation_candidate_started", "R-1", None, None),
+        *[("validation_replay_case", "R-1", arm, i // 2) for i, arm in enumerate(arms)],
+        ("validation_verdict", "R-1", None, None),
+        ("validation_round_finished", None, None, None),
+    ]
+    verdict = round_events(first.pk)[-2].evidence
+    # One case of 4 against 4 (p ≥ 1/70) cannot clear the first look's share of alpha, nor
+    # exclude any shift at that level.
+    reason = "effect +0.60 [−∞, +∞]; needs more samples: 4 of 8 repeats per case"
+    assert {k: verdict[k] for k in ("outcome", "validator", "reason", "pending_reason")} == {
+        "outcome": "pending",
+        "validator": "replay",
+        "reason": reason,
+        "pending_reason": "replay_inconclusive",
+    }
+    assert verdict["details"]["replay_attempts"] == 0
+    trial = verdict["details"]["trial"]
+    assert (trial["observed_sessions"], trial["trial_rate"]) == (5, 1.0)  # not consulted
+    paired_evidence = verdict["details"]["replay"]["paired"]
+    assert (paired_evidence["look"], paired_evidence["replays"]) == (1, 8)
+    r = Rule.objects.get(pk="R-1")
+    assert (r.state, r.pending_reason, r.replay_attempts, r.last_validator) == (
+        "candidate",
+        "replay_inconclusive",
+        0,
+        "replay",
+    )
+    assert r.pending_text == f"replay inconclusive: {reason}"
+
+    second = round_run()
+    assert _rows(second.pk) == [
+        ("validation_round_started", None, None, None),
+        ("validation_candidate_started", "R-1", None, None),
+        *[("validation_replay_case", "R-1", arm, 4 + i // 2) for i, arm in enumerate(arms)],
+        ("validation_verdict", "R-1", None, None),
+        ("rule_promoted", "R-1", None, None),
+        ("validation_round_finished", None, None, None),
+    ]
+    assert round_events(second.pk)[1].evidence["replay_attempts"] == 0
+    promoted = round_events(second.pk)[-2].evidence
+    assert promoted["validator"] == "replay"
+    # Decided on every sample the rule has: round 1's and round 2's.
+    assert promoted["paired"]["replays"] == 16 == ReplaySample.objects.count()
+    arms_seen = promoted["paired"]["cases"]["F-1"]["arms"]
+    assert arms_seen["treatment"]["metrics"]["task_completion"]["n"] == 8
+    assert arms_seen["control"]["metrics"]["task_completion"]["n"] == 8
+    assert promoted["paired"]["look"] == 2 and promoted["paired"]["improvement"]["significant"]
+    r = Rule.objects.get(pk="R-1")
+    assert (r.state, r.replay_attempts, r.last_validator) == ("active", 1, "replay")
+    assert r.verdict_reason.startswith("improved task_completion: effect +0.60 [+0.59, +0.61]")
+
+
+@pytest.mark.django_db
+def test_a_candidate_that_wants_samples_reaches_max_repeats_past_max_replay_attempts(paired):
+    # Four looks of 4 at one look per round, with a single replay attempt allowed: only the
+    # round that completes the evidence spends it (semantics §7.10, §17.3).
+    paired.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_rounds_paired:never_reads"
+    paired.CAUTERWEB_REPLAY_MAX_REPEATS = 16
+    paired.CAUTERWEB_MAX_REPLAY_ATTEMPTS = 1
+    corpus(failing("F-1"))
+    rule()
+    seen = []
+    for _ in range(5):
+        round_run()
+        r = Rule.objects.get(pk="R-1")
+        seen.append((ReplaySample.objects.count(), r.replay_attempts, r.last_validator))
+    assert seen == [
+        (8, 0, "replay"),
+        (16, 0, "replay"),
+        (24, 0, "replay"),
+        (32, 1, "replay"),
+        (32, 1, "forward_trial"),
+    ]

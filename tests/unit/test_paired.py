@@ -197,7 +197,8 @@ def test_a_lower_is_better_metric_is_negated_before_it_is_tested():
     assert verdict.outcome == "promote" and verdict.evidence["improvement"][
         "effect"
     ] == pytest.approx(0.8)
-    assert decide_paired(samples_of(table, metric="latency"), cases, CFG).outcome == "pending"
+    # Read the wrong way round it looks worse under treatment: stopped for futility.
+    assert decide_paired(samples_of(table, metric="latency"), cases, CFG).outcome == "retire"
 
 
 # --- retire -----------------------------------------------------------------------------------
@@ -476,3 +477,48 @@ def test_a_rescue_tied_on_the_outcome_is_promoted_when_completion_ranks_it_first
     assert verdict.outcome == "promote"
     outcome_only = {c: ([o for o, _, _ in t], [o for o, _, _ in k]) for c, (t, k) in table.items()}
     assert p_by_hand(outcome_only) == pytest.approx(1 / 8)
+
+
+# --- the futility stop (non-binding) ------------------------------------------------------------
+
+DEFAULTS = PairedConfig()  # batches of 4: looks at 4 and at 8 repeats
+WORSE = {f"F{i}": ([0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0]) for i in (1, 2, 3)}
+
+
+def test_an_early_look_worse_under_treatment_retires_for_futility():
+    verdict = decide_paired(samples_of(WORSE), FAILING, DEFAULTS)
+    assert verdict.outcome == "retire" and verdict.evidence["look"] == 1
+    assert verdict.evidence["improvement"]["effect"] == pytest.approx(-0.25)
+    assert verdict.reason.startswith(f"no improvement on {OC}: effect −0.25 [")
+    assert verdict.reason.endswith("; worse under treatment at look 1 of 2 (a futility stop)")
+
+
+def test_without_the_futility_stop_the_same_look_waits_for_more_samples():
+    verdict = decide_paired(samples_of(WORSE), FAILING, replace(DEFAULTS, futility=False))
+    assert verdict.outcome == "pending"
+    assert verdict.reason.endswith("needs more samples: 4 of 8 repeats per case")
+
+
+@pytest.mark.parametrize(
+    ("treatment", "control"),
+    [
+        ([1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]),  # no difference: effect 0
+        ([1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]),  # better, not yet significant
+    ],
+)
+def test_an_early_look_that_is_not_worse_is_not_stopped(treatment, control):
+    table = {f"F{i}": (treatment, control) for i in (1, 2, 3)}
+    assert decide_paired(samples_of(table), FAILING, DEFAULTS).outcome == "pending"
+
+
+def test_the_last_look_decides_by_its_interval_not_by_futility():
+    # Slightly worse after every repeat: the last look's own rule (§17.4) decides, the same
+    # with or without the stop, which only ever ends a look before the last.
+    table = {"F1": ([1.0, 0.0] * 4, [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0])}
+    table |= {f"F{i}": ([1.0, 0.0] * 4, [0.0, 1.0] * 4) for i in (2, 3)}
+    with_stop = decide_paired(samples_of(table), FAILING, DEFAULTS)
+    without = decide_paired(samples_of(table), FAILING, replace(DEFAULTS, futility=False))
+    assert with_stop.evidence["look"] == 2
+    assert with_stop.evidence["improvement"]["effect"] < 0
+    assert (with_stop.outcome, with_stop.reason) == (without.outcome, without.reason)
+    assert "futility" not in with_stop.reason

@@ -43,6 +43,7 @@ def test_the_spec_defaults_are_in_force():
     assert settings.CAUTERWEB_REPLAY_TIMEOUT_S == 300
     assert settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S == 0
     assert settings.CAUTERWEB_VALIDATION_ROUND_BUDGET_S == 0
+    assert settings.CAUTERWEB_REPLAY_LOOKS_PER_ROUND == 1
 
 
 def test_a_knob_is_read_from_its_environment_variable():
@@ -58,6 +59,8 @@ def test_a_knob_is_read_from_its_environment_variable():
         ("CAUTERWEB_MAX_FAILING_CASES", "3.5"),
         ("CAUTERWEB_REPLAY_TIMEOUT_S", "-1"),
         ("CAUTERWEB_REPLAY_BACKEND", "not a path"),
+        ("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", "0"),
+        ("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", "two"),
         ("DEBUG", "maybe"),
         ("DATABASE_URL", "nosuchdb://x"),
     ],
@@ -67,3 +70,24 @@ def test_a_value_that_does_not_parse_stops_start_up_naming_the_variable(name, va
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert name in result.stderr
+
+
+def test_the_looks_per_round_are_read_from_the_environment():
+    script = (
+        "import django; django.setup(); from django.conf import settings; "
+        "from replay.config import RoundConfig; "
+        "print(RoundConfig.from_settings().looks_per_round)"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CAUTERWEB_")}
+    environment |= {"DJANGO_SETTINGS_MODULE": "cauterweb.settings"}
+    environment["CAUTERWEB_REPLAY_LOOKS_PER_ROUND"] = "3"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["3"]

@@ -1,11 +1,13 @@
 """Set up the demo on whatever database is configured: migrate, load the demo corpus, reports
-and candidates shipped in lifecycle/fixtures/demo/, validate to standstill, and make a demo
-reviewer login. Safe to run again: every load is idempotent.
+and candidates shipped in lifecycle/fixtures/demo/, validate to standstill, record one more
+candidate and give it one round (it stays pending for more samples), and make a demo reviewer
+login. Safe to run again: every load is idempotent.
 
 The corpus arrives the way a user's traces do: as an OpenTelemetry export (corpus.otlp.json,
 written from corpus.jsonl by lifecycle.traces.export) imported by `import_traces`, so every
 session's signature is derived from its spans (semantics §19), not hand-written."""
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +16,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 import lifecycle
+from lifecycle.journal import EventType
+from lifecycle.models import JournalEvent, Rule
 from lifecycle.services.candidates import candidates_record
 from lifecycle.services.traces import import_traces
 from lifecycle.signals import one_announcement
@@ -21,9 +25,12 @@ from lifecycle.states import Actor
 from lifecycle.traces.model import TraceRejected
 from lifecycle.validation import ImportRejected, read_jsonl
 from replay.intake import reports_ingest
-from replay.rounds import run_until_settled
+from replay.rounds import round_run, run_until_settled
 
 DEMO_DIR = Path(lifecycle.__file__).resolve().parent / "fixtures" / "demo"
+# Recorded after the standstill, looked at by one round (candidates_arriving.jsonl).
+ARRIVING = "C-014"
+LOOK_TRIES = 50
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
 
@@ -82,11 +89,37 @@ class Command(BaseCommand):
                 + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
                 + "".join(f"; {n} pending: {reason}" for reason, n in sorted(pending.items()))
             )
+        self._arriving(look=not options["skip_validate"])
         self.stdout.write(
             self.style.SUCCESS(
                 f"\nCauterWeb demo ready: {options['url']}  (login: {DEMO_USER} / {DEMO_PASSWORD})\n"
             )
         )
+
+    def _arriving(self, *, look: bool) -> None:
+        """A candidate that arrives after the standstill gets one round: one look of its paired
+        replays (semantics §17.3). Its effect is real but thin, so it stays pending for more
+        samples until the next round."""
+        with one_announcement():
+            self._load(
+                "candidates_arriving.jsonl",
+                lambda rows: candidates_record(
+                    read_jsonl(rows), actor=Actor.extractor("demo-extractor")
+                )[0],
+            )
+        if not look:
+            return
+        for _ in range(LOOK_TRIES):
+            # With eager Celery the recording's kick has run that round already.
+            if JournalEvent.objects.filter(
+                rule_id=ARRIVING, type=EventType.VALIDATION_VERDICT
+            ).exists():
+                break
+            if round_run(kicked_by="demo") is None:  # a worker's round holds the lock
+                time.sleep(0.2)
+        rule = Rule.objects.get(pk=ARRIVING)
+        said = rule.pending_text if rule.is_candidate else rule.verdict_reason
+        self.stdout.write(f"{ARRIVING} arrived after the standstill: {rule.state}, {said}")
 
     def _ensure_groups_and_user(self) -> None:
         reviewers, _ = Group.objects.get_or_create(name="reviewers")
