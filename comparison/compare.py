@@ -18,7 +18,7 @@ from .directives import directive_stances, stance_conflicts
 from .features import Evidence, field_texts, pair_evidence
 from .lexicon import canonical
 from .model import load_model
-from .text import token_f1, word_diff
+from .text import plain_spelling, token_f1, word_diff
 from .triggers import declared_atoms, signature_agreement, trigger_atoms
 
 __all__ = [
@@ -135,7 +135,7 @@ def evidence_many(
 
 
 def _canonical_rule(rule: dict) -> dict[str, str]:
-    return {field: canonical(_text(rule, field)) for field in FIELDS}
+    return {field: canonical(plain_spelling(_text(rule, field))) for field in FIELDS}
 
 
 def _text(rule: dict, field: str) -> str:

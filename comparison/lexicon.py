@@ -519,6 +519,8 @@ EQUIVALENTS: list[tuple[str, str]] = [
     (r"\bback-?off\b|\bbacking off\b", "back off"),
     (r"\bidempotent key\b", "idempotency key"),
     (r"\brather than\b|\bin place of\b", "instead of"),
+    # connectives of concession that say the same thing
+    (r"\b(?:even though|though)\b", "although"),
 ]
 _EQUIVALENT_RX = [(re.compile(p, re.I), r) for p, r in EQUIVALENTS]
 # For ASCII text a case-blind pattern written in lower case matches the lower-cased text

@@ -323,3 +323,69 @@ def negation_only_difference(expected: str, extracted: str) -> bool:
     gone, came = residual(expected, extracted)
     words = [w.lower() for w in (gone + " " + came).split()]
     return bool(words) and all(w.strip(".,;:!?") in NEGATIONS for w in words)
+
+
+# --- spelling that carries no meaning ---------------------------------------------------------
+
+# A contraction is its two words: "doesn't" and "does not" say the same thing, and a negation
+# read in one spelling only must not look like a negation added or dropped.
+_CONTRACTIONS = [
+    (re.compile(r"\b(can)(?:'|’)t\b", re.I), r"\1not"),
+    (re.compile(r"\b(won)(?:'|’)t\b", re.I), "will not"),
+    (re.compile(r"\b(shan)(?:'|’)t\b", re.I), "shall not"),
+    (re.compile(r"\b(\w+)n(?:'|’)t\b", re.I), r"\1 not"),
+    (re.compile(r"\b(\w+)(?:'|’)re\b", re.I), r"\1 are"),
+    (re.compile(r"\b(\w+)(?:'|’)ve\b", re.I), r"\1 have"),
+    (re.compile(r"\b(\w+)(?:'|’)ll\b", re.I), r"\1 will"),
+    (re.compile(r"\b(it|that|there|what|here)(?:'|’)s\b", re.I), r"\1 is"),
+]
+# British and American spellings of the same word.
+_SPELLINGS = {
+    "cheque": "check",
+    "cheques": "checks",
+    "colour": "color",
+    "colours": "colors",
+    "behaviour": "behavior",
+    "behaviours": "behaviors",
+    "behavioural": "behavioral",
+    "licence": "license",
+    "catalogue": "catalog",
+    "centre": "center",
+    "grey": "gray",
+    "favour": "favor",
+    "honour": "honor",
+    "analyse": "analyze",
+    "cancelled": "canceled",
+    "cancelling": "canceling",
+    "labelled": "labeled",
+    "modelling": "modeling",
+    "travelling": "traveling",
+}
+_ISE = re.compile(
+    r"\b(organ|initial|serial|normal|optim|author|recogn|real|util|synchron|prioriti|"
+    r"custom|minim|maxim|summar|categor|standard|visual|central|local|sanit|tokeni)"
+    r"is(e|es|ed|ing|ation|ations|er|ers)\b",
+    re.I,
+)
+_SPELLING = re.compile(r"\b(" + "|".join(sorted(_SPELLINGS, key=len, reverse=True)) + r")\b", re.I)
+
+
+@lru_cache(maxsize=16384)
+def plain_spelling(text: str) -> str:
+    """The text with spelling that changes no meaning made one: contractions spelt out,
+    British spellings in American, a capital that only starts the sentence and the full stop
+    that only ends it dropped. What the words say is untouched."""
+    text = text.strip()
+    if "'" in text or "’" in text:
+        for rx, replacement in _CONTRACTIONS:
+            text = rx.sub(replacement, text)
+    text = _SPELLING.sub(lambda m: _same_case(m.group(1), _SPELLINGS[m.group(1).lower()]), text)
+    text = _ISE.sub(lambda m: m.group(1) + "iz" + m.group(2), text)
+    text = text.rstrip(".").rstrip()
+    if len(text) > 1 and text[0].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text
+
+
+def _same_case(word: str, replacement: str) -> str:
+    return replacement.capitalize() if word[:1].isupper() else replacement

@@ -16,7 +16,7 @@ from comparison.features import FEATURES, monotone
 from comparison.lexicon import canonical
 from comparison.quantities import quantities, quantity_agreement, status_class_agreement
 from comparison.swaps import explained_share, related
-from comparison.text import content, stem
+from comparison.text import content, plain_spelling, stem
 
 
 @pytest.mark.parametrize(
@@ -309,3 +309,36 @@ def _rows() -> list[dict]:
     from comparison import train
 
     return train.read_rows()
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("when the first layer doesn't stick", "when the first layer does not stick"),
+        (
+            "Re-run bed leveling before restarting the print.",
+            "re-run bed leveling before restarting the print",
+        ),
+        ("pause; don’t retry", "pause; do not retry"),
+        ("it won't start and can't connect", "it will not start and cannot connect"),
+        ("List outstanding cheques", "list outstanding checks"),
+        ("normalise the behaviour", "normalize the behavior"),
+        ("HTTP 500 from the API.", "HTTP 500 from the API"),
+        ("OOM kills the worker", "OOM kills the worker"),
+    ],
+)
+def test_spelling_that_carries_no_meaning_is_made_one(written, plain):
+    assert plain_spelling(written) == plain
+
+
+def test_a_contraction_is_the_same_rule_as_its_two_words():
+    # A negation spelt "n't" on one side only must not read as a negation added.
+    expected = {
+        "trigger": "when samtools index fails because the BAM file is not coordinate-sorted",
+        "directive": "run samtools sort on the BAM first, then index the sorted output",
+    }
+    extracted = {
+        "trigger": "when samtools index fails because the BAM file isn't coordinate-sorted",
+        "directive": "Run samtools sort on the BAM first, then index the sorted output.",
+    }
+    assert compare_rules(extracted, expected)["verdict"] == "match"
