@@ -1,9 +1,23 @@
 import os
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
 
 app = Celery("cauterweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _connections_between_tasks(sender=None, **kwargs) -> None:
+    """A worker keeps its database connections from task to task (CELERY_DB_REUSE_MAX) and,
+    like Django between requests, closes one that broke or outlived CONN_MAX_AGE. Not around
+    an eager task, which runs inside its caller's transaction."""
+    if sender is None or getattr(sender.request, "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
