@@ -234,11 +234,18 @@ def bench_replay_round(n: int, concurrency: int) -> tuple[Meter, float]:
     Rule.objects.filter(state="candidate").update(state="retired")
     rules(f"RR{concurrency}", n)
     replay_settings("bench.bench_engine:instant", concurrency)
-    with Meter() as meter:
+    with ProcessCPU(postgres_backends()) as cpu, Meter() as meter:
         vround = round_run()
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     assert vround.summary["promoted"] == n, vround.summary
+    meter.postgres_cpu = cpu.by_name["postgres"]
+    meter.cpu -= cpu.own_cpu  # the sampler's, not the round's
     return meter, _instant_cost(corpus_lines(1)[0], n * 3)
+
+
+def postgres_backends() -> dict[str, str]:
+    """The PostgreSQL backends of this database, as `ProcessCPU` finds them."""
+    return {"postgres": f" postgres {settings.DATABASES['default']['NAME']} "}
 
 
 def _instant_cost(line: dict, calls: int) -> float:
@@ -381,7 +388,8 @@ def bench_rounds(n: int, history: int) -> None:
         print(
             f"  replay round, {n} candidates x 3 replays, instant backend, concurrency "
             f"{concurrency}: {replay.wall:6.2f} s; engine overhead per candidate {overhead:5.2f} "
-            f"ms wall, {(replay.cpu - backend_s) / n * 1000:5.2f} ms CPU, "
+            f"ms wall, {(replay.cpu - backend_s) / n * 1000:5.2f} ms CPU "
+            f"(+ {replay.postgres_cpu / n * 1000:4.2f} ms PostgreSQL's), "
             f"{replay.statements / n:4.1f} statements on the round's connection  ({load()})",
             flush=True,
         )
@@ -462,12 +470,7 @@ def bench_celery() -> None:
     threads_only(False)
     app.control.purge()
     procs = celery_workers()
-    database = settings.DATABASES["default"]["NAME"]
-    marks = {
-        "workers": "-n bench-",
-        "postgres": f" postgres {database} ",
-        "redis": "redis-server",
-    }
+    marks = {"workers": "-n bench-", **postgres_backends(), "redis": "redis-server"}
     try:
         # Concurrency 1 replays in the round's own process (semantics §7.4), broker or not;
         # the first pass at 8 warms the workers' processes and is not printed.
