@@ -1,8 +1,9 @@
 """Engine timings on PostgreSQL: prints figures, asserts nothing.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_rounds_bench \
-        .venv/bin/python bench/bench_engine.py 1000 [--history 200000]
-    (add CELERY_BROKER_URL=redis://127.0.0.1:6379/5 to measure real Celery workers too)
+        .venv/bin/python bench/bench_engine.py 1000 [--history 200000] [--only celery]
+    (add CELERY_BROKER_URL=redis://127.0.0.1:6379/5 to measure real Celery workers too;
+    --only rounds|throughput|celery runs one part)
 
 With N candidates (the argument, default 1,000):
 - a forward-trial round deciding N candidates;
@@ -11,7 +12,8 @@ With N candidates (the argument, default 1,000):
   what the backend itself costs — which must not grow with N (semantics §9);
 - replays per second with a harness that takes 0.1 s per replay, at replay concurrency 1 and
   8: threads in this process, and, with CELERY_BROKER_URL set, replay tasks on 2 Celery
-  workers × 4 processes started here (semantics §18).
+  workers × 4 processes started here (semantics §18), with the CPU per replay of the round,
+  the workers and this database's PostgreSQL backends (from /proc).
 Each figure is printed with the load average: on a shared machine wall times carry everyone
 else's load. The database named in DATABASE_URL is wiped and reused: never point it at real
 data.
