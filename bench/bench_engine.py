@@ -1,8 +1,9 @@
 """Engine timings on PostgreSQL: prints figures, asserts nothing.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_rounds_bench \
-        .venv/bin/python bench/bench_engine.py 1000 [--history 200000]
-    (add CELERY_BROKER_URL=redis://127.0.0.1:6379/5 to measure real Celery workers too)
+        .venv/bin/python bench/bench_engine.py 1000 [--history 200000] [--only celery]
+    (add CELERY_BROKER_URL=redis://127.0.0.1:6379/5 to measure real Celery workers too;
+    --only rounds|throughput|celery runs one part)
 
 With N candidates (the argument, default 1,000):
 - a forward-trial round deciding N candidates;
@@ -11,7 +12,8 @@ With N candidates (the argument, default 1,000):
   what the backend itself costs — which must not grow with N (semantics §9);
 - replays per second with a harness that takes 0.1 s per replay, at replay concurrency 1 and
   8: threads in this process, and, with CELERY_BROKER_URL set, replay tasks on 2 Celery
-  workers × 4 processes started here (semantics §18).
+  workers × 4 processes started here (semantics §18), with the CPU per replay of the round,
+  the workers and this database's PostgreSQL backends (from /proc).
 Each figure is printed with the load average: on a shared machine wall times carry everyone
 else's load. The database named in DATABASE_URL is wiped and reused: never point it at real
 data.
@@ -20,6 +22,7 @@ data.
 import json
 import os
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +46,8 @@ from replay.rounds import round_run  # noqa: E402
 
 N = 1000
 HARNESS_S = 0.1
+# Candidates of a throughput round, 3 replays each.
+THROUGHPUT_CANDIDATES = 64
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -76,13 +81,16 @@ def instant(case, context):
 
 def wipe() -> None:
     with connection.cursor() as cursor:
-        # The journal is append-only, even for us: TRUNCATE is the one way to reset a bench DB.
+        # The journal refuses TRUNCATE too (its trigger); the bench database's owner lets this
+        # session skip triggers, the one way to reset it.
+        cursor.execute("SET session_replication_role = replica")
         cursor.execute(
             "TRUNCATE lifecycle_journalevent, lifecycle_trialenrolment, lifecycle_ruleread, "
             "lifecycle_report, lifecycle_trajectoryatom, lifecycle_trajectory, "
             "replay_replaysession, replay_validationround, replay_enginelock, lifecycle_rule "
             "RESTART IDENTITY CASCADE"
         )
+        cursor.execute("SET session_replication_role = DEFAULT")
 
 
 def rules(prefix: str, n: int, *, state: str = "candidate", scope=None) -> list[Rule]:
@@ -228,11 +236,18 @@ def bench_replay_round(n: int, concurrency: int) -> tuple[Meter, float]:
     Rule.objects.filter(state="candidate").update(state="retired")
     rules(f"RR{concurrency}", n)
     replay_settings("bench.bench_engine:instant", concurrency)
-    with Meter() as meter:
+    with ProcessCPU(postgres_backends()) as cpu, Meter() as meter:
         vround = round_run()
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     assert vround.summary["promoted"] == n, vround.summary
+    meter.postgres_cpu = cpu.by_name["postgres"]
+    meter.cpu -= cpu.own_cpu  # the sampler's, not the round's
     return meter, _instant_cost(corpus_lines(1)[0], n * 3)
+
+
+def postgres_backends() -> dict[str, str]:
+    """The PostgreSQL backends of this database, as `ProcessCPU` finds them."""
+    return {"postgres": f" postgres {settings.DATABASES['default']['NAME']} "}
 
 
 def _instant_cost(line: dict, calls: int) -> float:
@@ -262,7 +277,9 @@ def threads_only(eager: bool) -> None:
     app.conf.task_always_eager = eager
 
 
-def bench_throughput(concurrency: int, *, via: str, candidates: int = 32) -> tuple[int, float]:
+def bench_throughput(
+    concurrency: int, *, via: str, candidates: int = THROUGHPUT_CANDIDATES
+) -> tuple[int, float]:
     """(replays, seconds) of one round of `candidates` fresh candidates, 3 replays each."""
     Rule.objects.filter(state="candidate").update(state="retired")
     rules(f"TP{via}{concurrency}", candidates)
@@ -329,6 +346,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("n", type=int, nargs="?", default=N, help="candidates (default 1000)")
     parser.add_argument("--history", type=int, default=0, help="journal events of history")
+    parser.add_argument(
+        "--only",
+        choices=("rounds", "throughput", "celery"),
+        help="one part: the rounds (forward trial and instant replay), the threads' "
+        "throughput, or the Celery workers' (with CELERY_BROKER_URL)",
+    )
     args = parser.parse_args()
     n = args.n
     if connection.vendor != "postgresql":
@@ -338,7 +361,22 @@ def main() -> None:
     threads_only(True)
     print(f"engine bench on PostgreSQL {connection.pg_version}, N = {n} candidates", flush=True)
     wipe()
-    grow_history(args.history)
+    if args.only == "celery":
+        import_corpus([json.dumps(line) for line in corpus_lines(THROUGHPUT_CANDIDATES)])
+        bench_celery()
+        return
+    if args.only in (None, "rounds"):
+        bench_rounds(n, args.history)
+    else:
+        import_corpus([json.dumps(line) for line in corpus_lines(THROUGHPUT_CANDIDATES)])
+    if args.only in (None, "throughput"):
+        bench_threads()
+    if args.only is None and settings.CELERY_BROKER_URL.startswith("redis"):
+        bench_celery()
+
+
+def bench_rounds(n: int, history: int) -> None:
+    grow_history(history)
     ft = bench_forward_trial_round_of(n)
     print(
         f"  forward-trial round deciding {n} candidates: {ft.wall:6.3f} s wall / {ft.cpu:6.3f} s "
@@ -352,10 +390,14 @@ def main() -> None:
         print(
             f"  replay round, {n} candidates x 3 replays, instant backend, concurrency "
             f"{concurrency}: {replay.wall:6.2f} s; engine overhead per candidate {overhead:5.2f} "
-            f"ms wall, {(replay.cpu - backend_s) / n * 1000:5.2f} ms CPU, "
+            f"ms wall, {(replay.cpu - backend_s) / n * 1000:5.2f} ms CPU "
+            f"(+ {replay.postgres_cpu / n * 1000:4.2f} ms PostgreSQL's), "
             f"{replay.statements / n:4.1f} statements on the round's connection  ({load()})",
             flush=True,
         )
+
+
+def bench_threads() -> None:
     for concurrency in (1, 8):
         replays, seconds = bench_throughput(concurrency, via="T")
         print(
@@ -363,8 +405,65 @@ def main() -> None:
             f"in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s  ({load()})",
             flush=True,
         )
-    if settings.CELERY_BROKER_URL.startswith("redis"):
-        bench_celery()
+
+
+class ProcessCPU:
+    """CPU seconds (user + system, from /proc) of the processes whose command line contains
+    one of `marks`, by mark, over a block. A sampler thread sees processes that start and end
+    inside the block too (a PostgreSQL backend per connection); what one uses after its last
+    sample is missed."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, marks: dict[str, str]):
+        self.marks = marks
+        self._first: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+
+    def _sample(self, *, first: bool = False) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+                with open(f"/proc/{entry.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            name = next((n for n, mark in self.marks.items() if mark in cmdline), None)
+            if name is None:
+                continue
+            pid, cpu = int(entry.name), (int(fields[11]) + int(fields[12])) / self.TICK
+            if first:
+                self._first[pid] = cpu
+            self._last[pid] = (name, cpu)
+
+    def _loop(self) -> None:
+        began = time.thread_time()
+        while not self._stop.wait(0.1):
+            self._sample()
+        self.own_cpu = time.thread_time() - began
+
+    def __enter__(self):
+        self._sample(first=True)
+        self.round_cpu = time.process_time()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        # This process's CPU is the round's, less what the sampler itself cost.
+        self.round_cpu = time.process_time() - self.round_cpu - self.own_cpu
+        self._sample()
+        self.by_name = dict.fromkeys(self.marks, 0.0)
+        self.processes = dict.fromkeys(self.marks, 0)
+        for pid, (name, cpu) in self._last.items():
+            self.by_name[name] += cpu - self._first.get(pid, 0.0)
+            self.processes[name] += 1
 
 
 def bench_celery() -> None:
@@ -373,16 +472,23 @@ def bench_celery() -> None:
     threads_only(False)
     app.control.purge()
     procs = celery_workers()
+    marks = {"workers": "-n bench-", **postgres_backends(), "redis": "redis-server"}
     try:
         # Concurrency 1 replays in the round's own process (semantics §7.4), broker or not;
         # the first pass at 8 warms the workers' processes and is not printed.
         bench_throughput(8, via="W")
         for concurrency in (1, 8):
-            replays, seconds = bench_throughput(concurrency, via="C")
+            with ProcessCPU(marks) as cpu:
+                replays, seconds = bench_throughput(concurrency, via="C")
             where = "in the round's process" if concurrency == 1 else "Celery 2 workers x 4"
+            parts = {"round": cpu.round_cpu, **cpu.by_name}
+            mine = sum(v for k, v in parts.items() if k != "redis")
             print(
                 f"  {HARNESS_S:.1f} s harness, {where}, concurrency {concurrency}: {replays} "
-                f"replays in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s  ({load()})",
+                f"replays in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s; CPU per "
+                f"replay {mine / replays * 1000:5.1f} ms ("
+                + ", ".join(f"{k} {v / replays * 1000:.1f}" for k, v in parts.items())
+                + f", redis shared; {cpu.processes['postgres']} PostgreSQL backends)  ({load()})",
                 flush=True,
             )
     finally:

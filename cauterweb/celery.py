@@ -1,9 +1,40 @@
 import os
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
 
 app = Celery("cauterweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _connections_between_tasks(sender=None, **kwargs) -> None:
+    """A worker keeps its database connections from task to task (CELERY_DB_REUSE_MAX) and,
+    like Django between requests, closes one that broke or outlived CONN_MAX_AGE. Not around
+    an eager task, which runs inside its caller's transaction."""
+    if sender is None or getattr(sender.request, "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
+
+
+@worker_init.connect
+def _import_replay_backend(**kwargs) -> None:
+    """Import the replay backend in the worker's main process, before prefork forks its
+    children: otherwise each child imports it on its first replay, seconds of CPU each for a
+    harness with heavy imports, paid in the middle of a round."""
+    import logging
+
+    from django.conf import settings
+
+    from replay.config import load_backend
+
+    try:
+        load_backend(settings.CAUTERWEB_REPLAY_BACKEND)
+    except Exception:  # each replay task reports it again, as a replay error
+        logging.getLogger(__name__).exception("the replay backend could not be imported")

@@ -224,6 +224,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes a worker's database connections before and after every task
+# unless this is set, and a replay task then pays a new PostgreSQL backend each time. Workers
+# keep theirs for CONN_MAX_AGE; cauterweb/celery.py drops one that broke, as Django does
+# between requests.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TIMEZONE = "UTC"
 CAUTERWEB_ROUND_SCHEDULE_S = env_float("CAUTERWEB_ROUND_SCHEDULE_S", 60.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE = {

@@ -71,19 +71,28 @@ def failing_cases(
 
 def _newest_with_atoms(atoms: list[str], limit: int, *, rule_id: str) -> list[Trajectory]:
     """The newest replayable failures carrying every atom, rarest atom first: its posting
-    list is read (materialised, so the planner cannot start elsewhere) and each of its
-    trajectories probes the (atom, trajectory) index for the others. One round trip."""
+    list is read, each of its trajectories is fetched by primary key and probes the (atom,
+    trajectory) index for the others, and the rule's state by primary key — one round trip,
+    and index lookups whatever the planner's statistics say: without them (tables loaded a
+    moment ago) PostgreSQL walked every replayable failure and every carrier of a common
+    atom per candidate, a cost that grew with the corpus."""
     traj, atom, rule = (m._meta.db_table for m in (Trajectory, TrajectoryAtom, Rule))
-    materialized = "MATERIALIZED" if connection.vendor == "postgresql" else ""
+    if connection.vendor == "postgresql":
+        # MATERIALIZED and OFFSET 0 keep the planner from folding the lookups into a scan.
+        rare = f"rare AS MATERIALIZED (SELECT trajectory_id FROM {atom} WHERE atom = %s)"
+        each = f"CROSS JOIN LATERAL (SELECT * FROM {traj} WHERE id = rare.trajectory_id OFFSET 0) t"
+    else:
+        rare = f"rare AS (SELECT trajectory_id FROM {atom} WHERE atom = %s)"
+        each = f"JOIN {traj} t ON t.id = rare.trajectory_id"
+    # Scalar subqueries stay per-row index probes (an EXISTS may become a join).
     probes = " ".join(
-        f"AND EXISTS (SELECT 1 FROM {atom} o WHERE o.trajectory_id = t.id AND o.atom = %s)"
+        f"AND (SELECT 1 FROM {atom} o WHERE o.atom = %s AND o.trajectory_id = t.id) IS NOT NULL"
         for _ in atoms[1:]
     )
     sql = (
-        f"WITH rare AS {materialized} (SELECT trajectory_id FROM {atom} WHERE atom = %s) "
-        f"SELECT t.* FROM rare JOIN {traj} t ON t.id = rare.trajectory_id "
+        f"WITH {rare} SELECT t.* FROM rare {each} "
         f"WHERE t.kind = %s AND t.replayable {probes} "
-        f"AND EXISTS (SELECT 1 FROM {rule} r WHERE r.id = %s AND r.state = %s) "
+        f"AND (SELECT r.state FROM {rule} r WHERE r.id = %s) = %s "
         "ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s"
     )
     params = [atoms[0], TrajectoryKind.FAILURE, *atoms[1:], rule_id, RuleState.CANDIDATE, limit]

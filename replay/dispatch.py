@@ -5,14 +5,16 @@ Two pools with one interface (`submit`, `free`, `busy`, `wait`, `close`):
 - `ThreadPool`, the embedded default: a bounded set of threads reused for the whole round.
   The round's own thread watches the deadlines, so no thread is started per case; a harness
   that overruns is abandoned (a thread cannot be killed) and a fresh thread takes its slot.
-- `CeleryPool`, with a broker: each replay is a `replay_task` on any worker; the task finds
-  its work in a `ReplaySession` row by id and leaves its result there, where the round
-  collects it. A task lost with its worker is counted inconclusive once its deadline passes.
+- `CeleryPool`, with a broker: each replay is a `replay_task` on any worker; the task claims
+  its `ReplaySession` row by id, leaves its result there and signals it on the round's Redis
+  list, where the round waits for it. A task lost with its worker is counted inconclusive
+  once its deadline passes.
 
 Either way a replay comes back as a `RunResult`: the last trace's metrics, the rules its own
 rule tool returned, the verifier's answer — plain data the round scores.
 """
 
+import json
 import logging
 import queue
 import secrets
@@ -23,20 +25,27 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from django.db import connections
+from django.conf import settings
+from django.db import connection, connections
 from django.utils import timezone
 
 from lifecycle.models import Rule, RuleRead, Trajectory
 
-from . import cases
+from . import cases, lock
 from .backends.python import ReplayCase, ReplayContext
 from .config import RoundConfig
 from .models import ReplaySession, ReplayStatus
 
 logger = logging.getLogger(__name__)
 
-# How often the round looks for a remote harness's started signal, or a Celery task's result.
+# How often the round looks for a remote harness's started signal, or a Celery task's result
+# when the broker is not Redis.
 POLL_S = 0.02
+# With Redis the round blocks on its results list; it reads the rows this often all the same,
+# for a result whose signal was lost.
+ROWS_EVERY_S = 1.0
+# A round's results list outlives a round that died (its key is deleted when a round ends).
+SIGNALS_TTL_S = 3600
 # A Celery replay not finished this long after its timeouts allow is counted lost.
 LOST_GRACE_S = 60.0
 
@@ -312,9 +321,23 @@ def context_for(
 # --- Celery -------------------------------------------------------------------------------------
 
 
+def results_key(round_id: int) -> str:
+    return f"cauterweb:replays:{round_id}"
+
+
+def _results_redis():
+    """Where replay tasks signal their results to the round: the broker, when it is Redis."""
+    url = settings.CELERY_BROKER_URL
+    return lock.redis_client(url) if url.startswith("redis") else None
+
+
 class CeleryPool:
-    """Replays as Celery tasks on any worker (semantics §18 with a broker); the round polls
-    their rows for results."""
+    """Replays as Celery tasks on any worker (semantics §18 with a broker).
+
+    A task stores its result in its row, then pushes it on the round's Redis list, where the
+    round blocks until one arrives: no query per poll, and no poll delay. The rows are read
+    only now and then, for a result whose signal was lost (a worker killed between the two
+    steps, Redis unreachable a moment); without Redis they are polled every `POLL_S`."""
 
     def __init__(
         self,
@@ -327,6 +350,10 @@ class CeleryPool:
         self.cfg, self.round_id, self._send, self._clock = cfg, round_id, send, clock
         self.slots = cfg.concurrency
         self._flights: dict[str, tuple[Job, float]] = {}
+        self._redis = _results_redis()
+        self._key = results_key(round_id)
+        self._signalled: list[bytes] = []
+        self._polled_at = float("-inf")
 
     def submit(self, job: Job, case: ReplayCase | None = None, context=None) -> None:
         open_session(job, self.round_id, status=ReplayStatus.QUEUED)
@@ -342,14 +369,51 @@ class CeleryPool:
     def wait(self, *, at_most: float | None = None) -> list[RunResult]:
         until = None if at_most is None else self._clock() + at_most
         while True:
-            rows = ReplaySession.objects.filter(
-                pk__in=list(self._flights), status=ReplayStatus.DONE, result__isnull=False
-            ).values_list("pk", "result")
-            results = [self._result(sid, stored) for sid, stored in rows]
-            results += self._lost()
+            results = self._from_signals() + self._from_rows() + self._lost()
             if results or (until is not None and self._clock() >= until):
                 return results
+            self._block(None if until is None else until - self._clock())
+
+    def _block(self, left: float | None) -> None:
+        """Until a signal arrives, or it is time to read the rows again."""
+        if self._redis is None:
             time.sleep(POLL_S)
+            return
+        timeout = ROWS_EVERY_S if left is None else max(0.01, min(left, ROWS_EVERY_S))
+        try:
+            popped = self._redis.blpop([self._key], timeout=timeout)
+        except Exception:
+            logger.warning("no replay signals from Redis; reading the rows", exc_info=True)
+            self._polled_at = float("-inf")
+            time.sleep(POLL_S)
+            return
+        if popped is not None:
+            self._signalled.append(popped[1])
+
+    def _from_signals(self) -> list[RunResult]:
+        if self._redis is None:
+            return []
+        messages, self._signalled = self._signalled, []
+        try:
+            messages += self._redis.lpop(self._key, 64) or []
+        except Exception:
+            logger.warning("no replay signals from Redis; reading the rows", exc_info=True)
+        out = []
+        for message in messages:
+            signal = json.loads(message)
+            if signal["id"] in self._flights:  # else collected from its row already
+                out.append(self._result(signal["id"], signal["result"]))
+        return out
+
+    def _from_rows(self) -> list[RunResult]:
+        every = POLL_S if self._redis is None else ROWS_EVERY_S
+        if not self._flights or self._clock() - self._polled_at < every:
+            return []
+        self._polled_at = self._clock()
+        rows = ReplaySession.objects.filter(
+            pk__in=list(self._flights), status=ReplayStatus.DONE, result__isnull=False
+        ).values_list("pk", "result")
+        return [self._result(sid, stored) for sid, stored in rows]
 
     def _result(self, sid: str, stored: dict) -> RunResult:
         job, _ = self._flights.pop(sid)
@@ -370,7 +434,11 @@ class CeleryPool:
         return out
 
     def close(self) -> None:
-        pass
+        if self._redis is not None:
+            try:
+                self._redis.delete(self._key)
+            except Exception:
+                logger.warning("could not delete %s; it expires", self._key, exc_info=True)
 
 
 @lru_cache(maxsize=4)
@@ -379,23 +447,50 @@ def _actives_of_round(round_id: int | None) -> cases.Actives:
     return cases.Actives.at_round_start(round_id)
 
 
+@lru_cache(maxsize=64)
+def _rule_of_round(rule_id: str, round_id: int | None) -> Rule:
+    """A candidate as its round reads it, once per worker process (its other replays come
+    here too); a later round reads it afresh."""
+    return Rule.objects.get(pk=rule_id)
+
+
+@lru_cache(maxsize=256)
+def _case_of_round(case_id: str, round_id: int | None) -> Trajectory:
+    """A case, once per worker process and round: every candidate of a scope replays the
+    same protected wins."""
+    return Trajectory.objects.get(pk=case_id)
+
+
+def _claim(session_id: str) -> tuple | None:
+    """Take a queued replay, and read what it is, in one statement; None if another delivery
+    of the task took it first."""
+    table = ReplaySession._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET status = %s WHERE id = %s AND status = %s "
+            "RETURNING rule_id, case_id, kind, arm, repeat, round_id, token",
+            [ReplayStatus.RUNNING, session_id, ReplayStatus.QUEUED],
+        )
+        return cursor.fetchone()
+
+
 def run_stored(session_id: str) -> bool:
     """The body of `replay_task`: claim the replay (a redelivered task finds it claimed and
-    does nothing), run it in this worker under the same timeouts, store the result."""
-    claimed = ReplaySession.objects.filter(pk=session_id, status=ReplayStatus.QUEUED).update(
-        status=ReplayStatus.RUNNING
-    )
-    if not claimed:
+    does nothing), run it in this worker under the same timeouts, store the result and
+    signal it to the round."""
+    claimed = _claim(session_id)
+    if claimed is None:
         return False
-    row = ReplaySession.objects.select_related("rule").get(pk=session_id)
+    rule_id, case_id, kind, arm, repeat, round_id, token = claimed
+    rule = _rule_of_round(rule_id, round_id)
     cfg = RoundConfig.from_settings()
-    job = Job(row.rule_id, row.case_id, row.kind, row.arm, row.repeat, row.id)
-    trajectory = Trajectory.objects.get(pk=row.case_id)
-    actives = _actives_of_round(row.round_id)
-    context = context_for(job, actives=actives, rule=row.rule, cfg=cfg, token=row.token or "")
+    job = Job(rule_id, case_id, kind, arm, repeat, session_id)
+    context = context_for(
+        job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
+    )
     pool = ThreadPool(cfg, slots=1)
     try:
-        pool.submit(job, cases.replay_case(trajectory, job.kind, row.rule), context)
+        pool.submit(job, cases.replay_case(_case_of_round(case_id, round_id), kind, rule), context)
         (result,) = pool.wait()
     finally:
         pool.close()
@@ -404,4 +499,19 @@ def run_stored(session_id: str) -> bool:
     ReplaySession.objects.filter(pk=session_id).update(
         status=ReplayStatus.DONE, result=stored, finished_at=timezone.now()
     )
+    _signal(round_id, session_id, stored)
     return True
+
+
+def _signal(round_id: int | None, session_id: str, stored: dict) -> None:
+    """Tell the round, which blocks on its list; if this fails it finds the row anyway."""
+    client = _results_redis()
+    if client is None or round_id is None:
+        return
+    message = json.dumps({"id": session_id, "result": stored})
+    try:
+        client.pipeline(transaction=False).rpush(results_key(round_id), message).expire(
+            results_key(round_id), SIGNALS_TTL_S
+        ).execute()
+    except Exception:
+        logger.warning("replay %s: no signal to its round; it reads the row", session_id)

@@ -38,7 +38,8 @@ def new_holder() -> str:
 
 
 @cache
-def _redis(url: str):
+def redis_client(url: str):
+    """One client (and its connection pool) per URL and process."""
     import redis
 
     return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
@@ -52,7 +53,7 @@ def acquire(holder: str, *, name: str = ROUND_LOCK, ttl_s: float | None = None) 
     ttl_s = lock_ttl_s() if ttl_s is None else ttl_s
     url = settings.CAUTERWEB_LOCK_URL
     if url.startswith("redis"):
-        return bool(_redis(url).set(_redis_key(name), holder, nx=True, px=int(ttl_s * 1000)))
+        return bool(redis_client(url).set(_redis_key(name), holder, nx=True, px=int(ttl_s * 1000)))
     now = timezone.now()
     if not EngineLock.objects.filter(name=name).exists():
         try:
@@ -73,7 +74,7 @@ def extend(holder: str, *, name: str = ROUND_LOCK, ttl_s: float | None = None) -
     ttl_s = lock_ttl_s() if ttl_s is None else ttl_s
     url = settings.CAUTERWEB_LOCK_URL
     if url.startswith("redis"):
-        return bool(_redis(url).eval(_EXTEND, 1, _redis_key(name), holder, int(ttl_s * 1000)))
+        return bool(redis_client(url).eval(_EXTEND, 1, _redis_key(name), holder, int(ttl_s * 1000)))
     return (
         EngineLock.objects.filter(name=name, holder=holder).update(
             expires_at=timezone.now() + timedelta(seconds=ttl_s)
@@ -85,6 +86,6 @@ def extend(holder: str, *, name: str = ROUND_LOCK, ttl_s: float | None = None) -
 def release(holder: str, *, name: str = ROUND_LOCK) -> None:
     url = settings.CAUTERWEB_LOCK_URL
     if url.startswith("redis"):
-        _redis(url).eval(_RELEASE, 1, _redis_key(name), holder)
+        redis_client(url).eval(_RELEASE, 1, _redis_key(name), holder)
         return
     EngineLock.objects.filter(name=name, holder=holder).update(holder="", expires_at=None)

@@ -87,3 +87,63 @@ def test_a_replay_task_lost_with_its_worker_is_counted_inconclusive():
     assert (lost.job.case_id, lost.error) == ("F-1", "the replay task was lost with its worker")
     assert pool.busy() == 0
     assert ReplaySession.objects.get().status == "done"  # a late task finds it taken
+
+
+def instant(case, context):
+    context.mark_execution_started()
+    return {"traces": [{"metrics": {"task_completion": 0.9}}]}
+
+
+@pytest.mark.django_db
+def test_a_replay_task_claims_its_replay_once_and_stores_its_result(settings):
+    from replay import dispatch
+    from tests.services.test_engine_scenarios import corpus, failing
+
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_pools:instant"
+    dispatch._actives_of_round.cache_clear()
+    corpus(failing("F-1"))
+    rule("R-1")
+    dispatch.open_session(job("F-1"), 1, status="queued")
+    try:
+        assert dispatch.run_stored("replay:1:R-1:F-1") is True
+        assert dispatch.run_stored("replay:1:R-1:F-1") is False  # a redelivery finds it taken
+    finally:
+        redis = dispatch._results_redis()
+        if redis is not None:
+            redis.delete(dispatch.results_key(1))
+    row = ReplaySession.objects.get()
+    assert (row.status, row.result["metrics"], row.result["error"]) == (
+        "done",
+        {"task_completion": 0.9},
+        None,
+    )
+
+
+@pytest.mark.django_db
+def test_a_result_whose_signal_was_lost_is_read_from_its_row():
+    rule("R-1")
+    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
+    pool.submit(job("F-1"))
+    ReplaySession.objects.update(status="done", result={"metrics": {"task_completion": 1.0}})
+    (done,) = pool.wait(at_most=5.0)
+    assert (done.job.case_id, done.metrics, pool.busy()) == ("F-1", {"task_completion": 1.0}, 0)
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_a_result_signalled_on_the_rounds_list_is_collected_before_its_row_says_so():
+    import json
+
+    from replay import dispatch
+
+    rule("R-1")
+    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
+    pool.submit(job("F-1"))
+    message = {"id": "replay:1:R-1:F-1", "result": {"metrics": {"task_completion": 1.0}}}
+    dispatch._results_redis().rpush(dispatch.results_key(1), json.dumps(message))
+    try:
+        (done,) = pool.wait(at_most=5.0)
+    finally:
+        pool.close()
+    assert (done.job.case_id, done.metrics) == ("F-1", {"task_completion": 1.0})
+    assert ReplaySession.objects.get().result is None  # it came through Redis, not the row
