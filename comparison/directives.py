@@ -49,8 +49,10 @@ HARD_KINDS = frozenset(
         "rejected",
     }
 )
-# Acts an extracted rule must not add to its expected rule: forcing, bypassing a check,
-# retrying at once. An agent given such a rule does something its author ruled out.
+# Acts one rule takes and the other does not: forcing, bypassing a check, retrying at once.
+# An extracted rule that adds one has an agent do what the author ruled out; one that drops
+# it (the expected rule's "retry at once" against "back off") is the opposite advice. Either
+# way round, never the same rule: duplicate detection compares rules in both orders.
 UNSAFE = frozenset({"force", "bypass", "retry_now"})
 SOFT_KINDS = frozenset({"only_soft", "numbers", "flags", "acts", "tools"})
 
@@ -123,7 +125,7 @@ def _stance_findings(a: frozenset[str], b: frozenset[str]) -> list[Finding]:
         elif (name in a) != (name in b) and f"no_{name}" not in a | b:
             side = "extracted" if name in b else "expected"
             kind = "only_hard" if name in ASYMMETRIC_HARD else "only_soft"
-            if side == "extracted" and name in UNSAFE:
+            if name in UNSAFE:
                 kind = "unsafe"
             found.append((kind, f"only the {side} rule says {label}"))
     return found

@@ -370,6 +370,10 @@ _ISE = re.compile(
 _SPELLING = re.compile(r"\b(" + "|".join(sorted(_SPELLINGS, key=len, reverse=True)) + r")\b", re.I)
 
 
+_WORDS = re.compile(r"[a-z]+")
+_ISE_LOW = re.compile(_ISE.pattern)
+
+
 @lru_cache(maxsize=16384)
 def plain_spelling(text: str) -> str:
     """The text with spelling that changes no meaning made one: contractions spelt out,
@@ -379,8 +383,12 @@ def plain_spelling(text: str) -> str:
     if "'" in text or "’" in text:
         for rx, replacement in _CONTRACTIONS:
             text = rx.sub(replacement, text)
-    text = _SPELLING.sub(lambda m: _same_case(m.group(1), _SPELLINGS[m.group(1).lower()]), text)
-    text = _ISE.sub(lambda m: m.group(1) + "iz" + m.group(2), text)
+    low = text.lower()
+    # Most texts hold none of these words: one scan of the lower-cased words decides.
+    if not _SPELLINGS.keys().isdisjoint(_WORDS.findall(low)):
+        text = _SPELLING.sub(lambda m: _same_case(m.group(1), _SPELLINGS[m.group(1).lower()]), text)
+    if "is" in low and _ISE_LOW.search(low):
+        text = _ISE.sub(lambda m: m.group(1) + "iz" + m.group(2), text)
     text = text.rstrip(".").rstrip()
     if len(text) > 1 and text[0].isupper() and text[1:2].islower():
         text = text[0].lower() + text[1:]
