@@ -19,6 +19,7 @@ from lifecycle.models import Rule, Trajectory
 from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
 from replay import engine
+from replay.config import RoundConfig
 from replay.models import ValidationRound
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -333,3 +334,21 @@ def celery_workers(app, *, prefix: str, count: int, env: dict):
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def round_config(**overrides) -> RoundConfig:
+    """A round's configuration with the defaults of semantics §16 and no backend; tests name
+    only what they vary (timeouts, design, concurrency, looks per round…)."""
+    fields = {
+        "margins": engine.Margins(),
+        "min_sessions": 5,
+        "max_failing": 3,
+        "max_wins": 2,
+        "max_attempts": 3,
+        "replay_timeout_s": 300.0,
+        "env_wait_timeout_s": 0.0,
+        "budget_s": 0,
+        "backend": None,
+        "verifier": None,
+    }
+    return RoundConfig(**(fields | overrides))

@@ -9,25 +9,13 @@ from replay.backends.python import ReplayCase
 from replay.cases import TREATMENT
 from replay.config import RoundConfig
 from replay.dispatch import CeleryPool, Job, RoundContext, ThreadPool
-from replay.engine import Margins
 from replay.models import ReplaySession
+from tests.builders import round_config
 from tests.services.test_engine_scenarios import rule
 
 
 def config(backend, *, timeout: float = 30.0, concurrency: int = 1) -> RoundConfig:
-    return RoundConfig(
-        margins=Margins(),
-        min_sessions=5,
-        max_failing=3,
-        max_wins=2,
-        max_attempts=3,
-        replay_timeout_s=timeout,
-        env_wait_timeout_s=0.0,
-        budget_s=0,
-        backend=backend,
-        verifier=None,
-        concurrency=concurrency,
-    )
+    return round_config(backend=backend, replay_timeout_s=timeout, concurrency=concurrency)
 
 
 def job(case_id: str) -> Job:

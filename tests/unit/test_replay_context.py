@@ -7,7 +7,7 @@ from lifecycle.models import Rule
 from replay.cases import CONTROL, TREATMENT, Actives, rule_tool
 from replay.config import RoundConfig
 from replay.dispatch import Job, RoundContext
-from replay.engine import Margins
+from tests.builders import round_config
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -21,18 +21,7 @@ class Clock:
 
 
 def config(*, timeout: float, env_wait: float) -> RoundConfig:
-    return RoundConfig(
-        margins=Margins(),
-        min_sessions=5,
-        max_failing=3,
-        max_wins=2,
-        max_attempts=3,
-        replay_timeout_s=timeout,
-        env_wait_timeout_s=env_wait,
-        budget_s=0,
-        backend=None,
-        verifier=None,
-    )
+    return round_config(replay_timeout_s=timeout, env_wait_timeout_s=env_wait)
 
 
 def context(cfg: RoundConfig, clock: Clock) -> RoundContext:

@@ -12,6 +12,7 @@ from replay.config import PAIRED, SINGLE, RoundConfig
 from replay.designs import CandidateRun, CaseSpec
 from replay.dispatch import Job, RunResult
 from replay.engine import Margins, Trial
+from tests.builders import round_config
 
 REGISTRY = Registry(
     {
@@ -27,21 +28,7 @@ THIN = "effect +0.20 [−0.10, +0.50]; needs more samples: 4 of 8 repeats per ca
 
 
 def config(*, looks: int, design: str = PAIRED, max_repeats: int = 8) -> RoundConfig:
-    return RoundConfig(
-        margins=Margins(),
-        min_sessions=5,
-        max_failing=3,
-        max_wins=0,
-        max_attempts=3,
-        replay_timeout_s=300,
-        env_wait_timeout_s=0,
-        budget_s=0,
-        backend=None,
-        verifier=None,
-        design=design,
-        max_repeats=max_repeats,
-        looks_per_round=looks,
-    )
+    return round_config(max_wins=0, design=design, max_repeats=max_repeats, looks_per_round=looks)
 
 
 def candidate(cfg: RoundConfig, prior=(), round_id: int = 1) -> CandidateRun:

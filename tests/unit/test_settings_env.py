@@ -12,17 +12,18 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start(**env) -> subprocess.CompletedProcess:
+KNOBS = (
+    "import django; django.setup(); from django.conf import settings; "
+    "print(settings.CAUTERWEB_RULE_PROMOTE_MARGIN, settings.CAUTERWEB_MAX_FAILING_CASES)"
+)
+
+
+def start(code: str = KNOBS, **env) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CAUTERWEB_")}
     environment.update(env)
     environment["DJANGO_SETTINGS_MODULE"] = "cauterweb.settings"
     return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import django; django.setup(); from django.conf import settings; "
-            "print(settings.CAUTERWEB_RULE_PROMOTE_MARGIN, settings.CAUTERWEB_MAX_FAILING_CASES)",
-        ],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -73,21 +74,10 @@ def test_a_value_that_does_not_parse_stops_start_up_naming_the_variable(name, va
 
 
 def test_the_looks_per_round_are_read_from_the_environment():
-    script = (
-        "import django; django.setup(); from django.conf import settings; "
-        "from replay.config import RoundConfig; "
-        "print(RoundConfig.from_settings().looks_per_round)"
-    )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("CAUTERWEB_")}
-    environment |= {"DJANGO_SETTINGS_MODULE": "cauterweb.settings"}
-    environment["CAUTERWEB_REPLAY_LOOKS_PER_ROUND"] = "3"
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = start(
+        "import django; django.setup(); from replay.config import RoundConfig; "
+        "print(RoundConfig.from_settings().looks_per_round)",
+        CAUTERWEB_REPLAY_LOOKS_PER_ROUND="3",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["3"]
