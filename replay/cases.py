@@ -1,12 +1,14 @@
 """What a candidate is replayed against (semantics §7.1–§7.3): its failing cases, the protected
 wins of its scope, and the capability-only context each replay sees.
 
-Failing cases are selected per candidate, when the round reaches it, so a trajectory imported
-during an earlier replay is seen. The selection starts from the rarest of the rule's
+Failing cases are selected for a chunk of the queue at once, shortly before the round reaches
+its candidates (`replay.rounds`), so a trajectory imported during an earlier replay is seen by
+the next chunk. The selection starts from the rarest of the rule's
 failure-mode atoms (the atom counts are read once per round), so a common atom such as
 `tool:git` costs a few index probes instead of a walk of its whole posting list.
 """
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -50,47 +52,93 @@ def atom_counts(rules: Iterable[Rule]) -> dict[str, int]:
 
 
 def failing_cases(
-    rule: Rule, *, limit: int, counts: dict[str, int], registry: Registry
-) -> list[Trajectory]:
-    """The candidate's matching replayable failing cases, newest first (semantics §7.1, §11),
-    and none once the rule is no longer a candidate: the same statement asks both, so the
-    round learns that a reviewer retired it before any replay starts (semantics §9.5)."""
-    failure_mode = atom_lib.failure_mode_atoms(rule.signature)
-    if failure_mode:
-        atoms = sorted(failure_mode, key=lambda a: (counts.get(a, 0), a))
-        rows = _newest_with_atoms(atoms, limit, rule_id=rule.id)
+    rules: Iterable[Rule], *, limit: int, counts: dict[str, int], registry: Registry
+) -> dict[str, list[Trajectory]]:
+    """Each candidate's matching replayable failing cases, newest first (semantics §7.1, §11),
+    by rule id; a rule that is no longer a candidate is left out: the same statement asks
+    both, so the round learns that a reviewer retired it before any replay starts (semantics
+    §9.5). On PostgreSQL the rules with failure-mode atoms share one statement, whatever
+    their number: the round selects for a chunk of its queue at once."""
+    rules = list(rules)
+    by_atoms = {r.id: atom_lib.failure_mode_atoms(r.signature) for r in rules}
+    wanted = [
+        (r.id, sorted(by_atoms[r.id], key=lambda a: (counts.get(a, 0), a)))
+        for r in rules
+        if by_atoms[r.id]
+    ]
+    rows: dict[str, list[Trajectory]] = {}
+    if connection.vendor == "postgresql":
+        rows.update(_newest_with_atoms_many(wanted, limit))
     else:
+        for rule_id, atoms in wanted:
+            if found := _newest_with_atoms(atoms, limit, rule_id=rule_id):
+                rows[rule_id] = found
+    for rule in (r for r in rules if not by_atoms[r.id]):
         query = matching_trajectories(
             rule, kinds=[TrajectoryKind.FAILURE], replayable=True, registry=registry
         ).filter(Exists(Rule.objects.filter(pk=rule.id, state=RuleState.CANDIDATE)))
-        rows = list(query.order_by(*NEWEST_FIRST)[:limit])
+        if found := list(query.order_by(*NEWEST_FIRST)[:limit]):
+            rows[rule.id] = found
+    return {rule_id: _newest(found, limit) for rule_id, found in rows.items()}
+
+
+def _newest(rows: list[Trajectory], limit: int) -> list[Trajectory]:
     by_id = {t.id: t for t in rows}
-    refs = engine.select_failing_cases(map(case_ref, rows), limit=limit)
-    return [by_id[c.id] for c in refs]
+    return [by_id[c.id] for c in engine.select_failing_cases(map(case_ref, rows), limit=limit)]
+
+
+def _newest_with_atoms_many(
+    wanted: list[tuple[str, list[str]]], limit: int
+) -> dict[str, list[Trajectory]]:
+    """PostgreSQL: for each (rule id, atoms rarest first), the newest replayable failures
+    carrying every atom, in one statement. Per rule its rarest atom's posting list is read,
+    each of its trajectories is fetched by primary key and probes the (atom, trajectory) index
+    for the other atoms, and the rule's state is read by primary key — index lookups whatever
+    the planner's statistics say: without them (tables loaded a moment ago) PostgreSQL walked
+    every replayable failure and every carrier of a common atom per candidate, a cost that
+    grew with the corpus."""
+    if not wanted:
+        return {}
+    traj, atom, rule = (m._meta.db_table for m in (Trajectory, TrajectoryAtom, Rule))
+    # OFFSET 0 keeps the planner from folding the primary-key lookup into a scan; a scalar
+    # subquery stays a per-row index probe (an EXISTS may become a join). The atoms are
+    # distinct and (atom, trajectory) is unique, so the count is the number found.
+    sql = (
+        f"SELECT c.pos AS cw_pos, t.* FROM jsonb_to_recordset(%s::jsonb) "
+        "AS c(pos int, rule_id text, rare text, others text[]) "
+        "CROSS JOIN LATERAL ("
+        f" SELECT t.* FROM {atom} a"
+        f" CROSS JOIN LATERAL (SELECT * FROM {traj} WHERE id = a.trajectory_id OFFSET 0) t"
+        " WHERE a.atom = c.rare AND t.kind = %s AND t.replayable"
+        " AND (cardinality(c.others) = 0"
+        f" OR (SELECT count(*) FROM {atom} o WHERE o.atom = ANY(c.others)"
+        " AND o.trajectory_id = t.id) = cardinality(c.others))"
+        " ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s) t "
+        f"WHERE (SELECT r.state FROM {rule} r WHERE r.id = c.rule_id) = %s"
+    )
+    chosen = [
+        {"pos": pos, "rule_id": rule_id, "rare": atoms[0], "others": atoms[1:]}
+        for pos, (rule_id, atoms) in enumerate(wanted)
+    ]
+    params = [json.dumps(chosen), TrajectoryKind.FAILURE, limit, RuleState.CANDIDATE]
+    rows: dict[str, list[Trajectory]] = {}
+    for t in Trajectory.objects.raw(sql, params):
+        rows.setdefault(wanted[t.cw_pos][0], []).append(t)
+    return rows
 
 
 def _newest_with_atoms(atoms: list[str], limit: int, *, rule_id: str) -> list[Trajectory]:
-    """The newest replayable failures carrying every atom, rarest atom first: its posting
-    list is read, each of its trajectories is fetched by primary key and probes the (atom,
-    trajectory) index for the others, and the rule's state by primary key — one round trip,
-    and index lookups whatever the planner's statistics say: without them (tables loaded a
-    moment ago) PostgreSQL walked every replayable failure and every carrier of a common
-    atom per candidate, a cost that grew with the corpus."""
+    """SQLite, one rule: the newest replayable failures carrying every atom, rarest atom
+    first, and none once the rule is no longer a candidate. In process, so a statement per
+    rule costs no round trip."""
     traj, atom, rule = (m._meta.db_table for m in (Trajectory, TrajectoryAtom, Rule))
-    if connection.vendor == "postgresql":
-        # MATERIALIZED and OFFSET 0 keep the planner from folding the lookups into a scan.
-        rare = f"rare AS MATERIALIZED (SELECT trajectory_id FROM {atom} WHERE atom = %s)"
-        each = f"CROSS JOIN LATERAL (SELECT * FROM {traj} WHERE id = rare.trajectory_id OFFSET 0) t"
-    else:
-        rare = f"rare AS (SELECT trajectory_id FROM {atom} WHERE atom = %s)"
-        each = f"JOIN {traj} t ON t.id = rare.trajectory_id"
-    # Scalar subqueries stay per-row index probes (an EXISTS may become a join).
     probes = " ".join(
         f"AND (SELECT 1 FROM {atom} o WHERE o.atom = %s AND o.trajectory_id = t.id) IS NOT NULL"
         for _ in atoms[1:]
     )
     sql = (
-        f"WITH {rare} SELECT t.* FROM rare {each} "
+        f"WITH rare AS (SELECT trajectory_id FROM {atom} WHERE atom = %s) "
+        f"SELECT t.* FROM rare JOIN {traj} t ON t.id = rare.trajectory_id "
         f"WHERE t.kind = %s AND t.replayable {probes} "
         f"AND (SELECT r.state FROM {rule} r WHERE r.id = %s) = %s "
         "ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s"

@@ -10,7 +10,8 @@ held back by another candidate's replay and a dead worker loses none that were d
 
 Cost per candidate is flat in the size of the queue: the queue's rules, trial counts and atom
 counts are read once; then per candidate an indexed "still a candidate?" probe before its
-first replay, one case selection, and its share of a write.
+first replay, its share of a case selection made for a chunk of the queue, and its share of a
+write.
 """
 
 import logging
@@ -19,6 +20,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from datetime import datetime
 
 from django.db import DatabaseError, connection, transaction
@@ -44,6 +46,12 @@ WRITE_BATCH = 500
 # The live page's progress is refreshed at most this often while the round waits on replays
 # (and with every write); it is for people watching, nothing decides on it.
 PROGRESS_EVERY_S = 1.0
+# Failing cases are selected for this many candidates of the queue in one statement, and a
+# selection is used for at most this long: with fast replays a statement serves a hundred
+# candidates; with slow ones each candidate still gets a selection at most a second old, so
+# a case imported meanwhile is seen and a rule retired meanwhile is not replayed (§9.5).
+SELECT_AHEAD = 100
+SELECTION_FRESH_S = 1.0
 DEAD_WORKER = "the worker running this round stopped; its lock expired"
 
 
@@ -239,6 +247,8 @@ class Round:
         self.ready: list[Outcome] = []
         self.trajectories: dict = {}
         self.wins: dict = {}
+        self.selected: dict[str, list] = {}  # failing cases of candidates not reached yet
+        self.selected_at = float("-inf")
         self.handed = self.written = 0  # verdicts given to the writer / written
         self.progress_at = self.begun
         self.summary = dict.fromkeys(
@@ -373,9 +383,7 @@ class Round:
 
     def candidate_run(self, rule: Rule) -> CandidateRun:
         cfg = self.cfg
-        failing = cases.failing_cases(
-            rule, limit=cfg.max_failing, counts=self.atoms, registry=self.registry
-        )
+        failing = self.failing_of(rule)
         wins = (
             cases.protected_wins(rule.scope, limit=cfg.max_wins, cache=self.wins) if failing else []
         )
@@ -403,6 +411,24 @@ class Round:
             registry=self.registry,
             prior=_prior_samples(rule.id, specs) if cfg.design == "paired" and failing else [],
         )
+
+    def failing_of(self, rule: Rule) -> list:
+        """The candidate's failing cases, from a selection made with those of the next
+        candidates that may replay, in queue order (one statement for the chunk)."""
+        stale = time.monotonic() - self.selected_at > SELECTION_FRESH_S
+        if stale or rule.id not in self.selected:
+            ahead = (
+                self.rules[r]
+                for r in self.waiting
+                if self.rules[r].replay_attempts < self.cfg.max_attempts
+            )
+            chunk = [rule, *islice(ahead, SELECT_AHEAD - 1)]
+            found = cases.failing_cases(
+                chunk, limit=self.cfg.max_failing, counts=self.atoms, registry=self.registry
+            )
+            self.selected = {r.id: found.get(r.id, []) for r in chunk}
+            self.selected_at = time.monotonic()
+        return self.selected.pop(rule.id)
 
     # --- results and verdicts --------------------------------------------------------------------
 

@@ -140,7 +140,9 @@ def choose_validator(
 
 
 def _newest_first(cases: Iterable[CaseRef]) -> list[CaseRef]:
-    # (started_at, id) descending; a case without a start time counts as the oldest.
+    # (started_at, id) descending; a case without a start time counts as the oldest. Read
+    # twice, so an iterator is made a list first (else the undated cases were lost).
+    cases = list(cases)
     dated = sorted(
         (c for c in cases if c.started_at is not None), key=lambda c: (c.started_at, c.id)
     )

@@ -99,6 +99,13 @@ def test_failing_cases_are_newest_first_then_by_id_and_capped():  # semantics §
     ]
     assert [c.id for c in engine.select_failing_cases(cases, limit=3)] == ["F-3", "F-2", "F-1"]
     assert [c.id for c in engine.select_failing_cases(cases, limit=9)][-1] == "F-0"
+    # As the round passes them: an iterator, read once (a case without a start time is kept).
+    assert [c.id for c in engine.select_failing_cases(iter(cases), limit=9)] == [
+        "F-3",
+        "F-2",
+        "F-1",
+        "F-0",
+    ]
 
 
 def test_protected_wins_prefer_the_candidates_scope_then_newest():  # semantics §7.2
