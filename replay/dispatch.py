@@ -143,11 +143,22 @@ class _Flight:
     job: Job
     case: ReplayCase
     context: RoundContext
+    # Set under the pool's lock, one or the other: the round gave up on it (its thread's
+    # slot went to a fresh thread), or its thread finished it first.
     abandoned: bool = False
+    finished: bool = False
 
 
 class ThreadPool:
-    """`slots` replay threads for the round (semantics §18 in the embedded default)."""
+    """`slots` replay threads for the round (semantics §18 in the embedded default).
+
+    More replays than slots may be submitted: they wait in line, unstarted (their timeouts
+    start when a thread picks them up), so a candidate's replays are handed over at once and
+    its thread runs them one after another without waiting on the round between them. At
+    most `slots` run at any moment: a thread whose replay the round gave up on leaves
+    instead of taking the next one."""
+
+    queues_ahead = True
 
     def __init__(self, cfg: RoundConfig, *, slots: int | None = None):
         self.cfg = cfg
@@ -171,11 +182,13 @@ class ThreadPool:
             outcome = self._call(flight)
             # A harness that used the database leaves no connection (nor its locks) behind.
             connections.close_all()
-            self._done.put((flight, *outcome))
             with self._lock:
-                if self._threads > self.slots:  # replaced while it overran: leave
+                flight.finished = not flight.abandoned
+            self._done.put((flight, *outcome))
+            if flight.abandoned:  # replaced while it overran: its slot is another thread's
+                with self._lock:
                     self._threads -= 1
-                    return
+                return
 
     def _call(self, flight: _Flight) -> tuple[Any, str | None, float | None]:
         try:
@@ -195,6 +208,14 @@ class ThreadPool:
 
     def free(self) -> int:
         return self.slots - len(self._flights)
+
+    def queued(self) -> dict[str, int]:
+        """Replays submitted and not picked up by a thread yet, by candidate."""
+        waiting: dict[str, int] = {}
+        for f in self._flights.values():
+            if f.context.begun is None:
+                waiting[f.job.rule_id] = waiting.get(f.job.rule_id, 0) + 1
+        return waiting
 
     def wait(self, *, at_most: float | None = None) -> list[RunResult]:
         """Block until at least one replay finished or ran out of time, or `at_most` seconds
@@ -244,8 +265,13 @@ class ThreadPool:
 
     def _expired(self) -> list[RunResult]:
         out = []
-        for flight in [f for f in self._flights.values() if f.context.overdue()]:
-            flight.abandoned = True
+        with self._lock:
+            overdue = [
+                f for f in self._flights.values() if not f.finished and f.context.overdue()
+            ]
+            for flight in overdue:
+                flight.abandoned = True
+        for flight in overdue:
             del self._flights[flight.job.session_id]
             self._spawn()  # the overrunning thread keeps its harness; the slot goes on
             _close_session(flight.job, self.cfg)
@@ -339,6 +365,9 @@ class CeleryPool:
     only now and then, for a result whose signal was lost (a worker killed between the two
     steps, Redis unreachable a moment); without Redis they are polled every `POLL_S`."""
 
+    # A task sent is a task any worker may start: never more than the slots.
+    queues_ahead = False
+
     def __init__(
         self,
         cfg: RoundConfig,
@@ -365,6 +394,9 @@ class CeleryPool:
 
     def free(self) -> int:
         return self.slots - len(self._flights)
+
+    def queued(self) -> dict[str, int]:
+        return {}  # sent: queued or running on a worker, the round cannot tell
 
     def wait(self, *, at_most: float | None = None) -> list[RunResult]:
         until = None if at_most is None else self._clock() + at_most

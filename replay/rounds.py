@@ -249,6 +249,7 @@ class Round:
         self.wins: dict = {}
         self.selected: dict[str, list] = {}  # failing cases of candidates not reached yet
         self.selected_at = float("-inf")
+        self.pool: ThreadPool | CeleryPool | None = None
         self.handed = self.written = 0  # verdicts given to the writer / written
         self.progress_at = self.begun
         self.summary = dict.fromkeys(
@@ -318,6 +319,12 @@ class Round:
     def dispatch(self) -> None:
         while self.pool.free() > 0 and (job := self.next_job()) is not None:
             self.submit(job)
+            if self.pool.queues_ahead:
+                # The rest of the candidate's batch waits in the pool's line: its thread runs
+                # them one after another, the round is not woken in between to hand each over.
+                rest = self.todo[job.rule_id]
+                while rest:
+                    self.submit(rest.popleft())
 
     def next_job(self) -> Job | None:
         for rule_id in self.runs:
@@ -496,8 +503,9 @@ class Round:
     def progress(self) -> dict:
         """Replays queued / running / done per candidate in flight (semantics §18)."""
         in_flight = {}
+        in_line = self.pool.queued() if self.pool is not None else {}
         for rule_id, (run, _) in self.runs.items():
-            queued = len(self.todo.get(rule_id, ()))
+            queued = len(self.todo.get(rule_id, ())) + in_line.get(rule_id, 0)
             in_flight[rule_id] = {
                 "queued": queued,
                 "running": run.outstanding - queued,

@@ -56,6 +56,56 @@ def test_a_hung_harness_times_out_and_its_slot_runs_the_next_replay():
         pool.close()
 
 
+def test_replays_handed_over_at_once_run_one_at_a_time_each_under_its_own_timeout():
+    # semantics §9.3, §18: a candidate's replays wait in line at concurrency 1; a hung one is
+    # abandoned after its own timeout and its thread takes no other replay.
+    release = threading.Event()
+    ran: list[tuple[str, int, str]] = []  # (case, thread, "start" | "end")
+
+    def harness(case, context):
+        ran.append((case.id, threading.get_ident(), "start"))
+        if case.id == "F-1":
+            release.wait(30)
+        ran.append((case.id, threading.get_ident(), "end"))
+        return {"traces": [{"metrics": {"task_completion": 1.0}}]}
+
+    cfg = config(harness, timeout=0.2)
+    pool = ThreadPool(cfg)
+    try:
+        for case_id in ("F-1", "F-2", "F-3"):
+            queued = job(case_id)
+            pool.submit(
+                queued, case(case_id), RoundContext(job=queued, rules_for=lambda s, q: [], cfg=cfg)
+            )
+        # F-1 may not have been picked up yet; F-2 and F-3 wait for it either way.
+        assert pool.free() == -2 and pool.queued()["R-1"] >= 2
+        results = []
+        while pool.busy():
+            results += pool.wait()
+        assert [(r.job.case_id, r.error) for r in results] == [
+            ("F-1", "replay timed out"),
+            ("F-2", None),
+            ("F-3", None),
+        ]
+        release.set()
+        hung = ran[0][1]
+        deadline = threading.Event()
+        while ("F-1", hung, "end") not in ran and not deadline.wait(0.01):
+            pass
+        deadline.wait(0.1)  # time for the released thread to (wrongly) take another replay
+        assert [(c, t == hung, e) for c, t, e in ran] == [
+            ("F-1", True, "start"),
+            ("F-2", False, "start"),
+            ("F-2", False, "end"),
+            ("F-3", False, "start"),
+            ("F-3", False, "end"),
+            ("F-1", True, "end"),
+        ]
+    finally:
+        release.set()
+        pool.close()
+
+
 class Clock:
     now = 0.0
 
