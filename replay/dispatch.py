@@ -266,9 +266,7 @@ class ThreadPool:
     def _expired(self) -> list[RunResult]:
         out = []
         with self._lock:
-            overdue = [
-                f for f in self._flights.values() if not f.finished and f.context.overdue()
-            ]
+            overdue = [f for f in self._flights.values() if not f.finished and f.context.overdue()]
             for flight in overdue:
                 flight.abandoned = True
         for flight in overdue:

@@ -20,8 +20,8 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from itertools import islice
 from datetime import datetime
+from itertools import islice
 
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone

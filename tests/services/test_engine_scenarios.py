@@ -533,7 +533,7 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
     assert r2.state == "retired" and r2.verdict_reason == "wrong"
     assert [e.type for e in events("R-2") if e.round_id == vround.pk] == []
     assert vround.summary["skipped"] == 1
-    assert CALLS == calls
+    assert calls == CALLS
 
 
 def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(
