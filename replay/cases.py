@@ -151,15 +151,55 @@ def protected_wins(scope: str, *, limit: int, cache: dict) -> list[Trajectory]:
     """Up to `limit` replayable successes, newest first, the scope's own first (semantics
     §7.2): the same for every candidate of a scope, so read once per scope and round."""
     if scope not in cache:
-        wins = Trajectory.objects.filter(kind=TrajectoryKind.SUCCESS, replayable=True)
-        rows = list(wins.filter(replay_input__scope=scope).order_by(*NEWEST_FIRST)[:limit])
-        if len(rows) < limit:
-            others = wins.exclude(pk__in=[w.pk for w in rows]).order_by(*NEWEST_FIRST)
-            rows += list(others[: limit - len(rows)])
+        protected_wins_read([scope], limit=limit, cache=cache)
+    return cache[scope]
+
+
+_NEWEST_OVERALL = object()  # the cache's key for the newest wins of any scope
+
+
+def protected_wins_read(scopes: Iterable[str], *, limit: int, cache: dict) -> None:
+    """Read the protected wins of every scope not in `cache` yet: each scope's own newest in
+    one statement for them all (on PostgreSQL), and once per round the newest `2 × limit` of
+    any scope, which hold the newest others of every scope (a scope's own are at most
+    `limit` of them)."""
+    scopes = sorted({s for s in scopes if s not in cache})
+    if not scopes:
+        return
+    if not limit:
+        cache.update(dict.fromkeys(scopes, []))
+        return
+    wins = Trajectory.objects.filter(kind=TrajectoryKind.SUCCESS, replayable=True)
+    if _NEWEST_OVERALL not in cache:
+        cache[_NEWEST_OVERALL] = list(wins.order_by(*NEWEST_FIRST)[: 2 * limit])
+    own = _own_wins(scopes, limit, wins)
+    for scope in scopes:
+        mine = own.get(scope, [])
+        ids = {t.id for t in mine}
+        rows = mine + [t for t in cache[_NEWEST_OVERALL] if t.id not in ids][: limit - len(mine)]
         by_id = {t.id: t for t in rows}
         refs = engine.select_protected_wins(map(case_ref, rows), scope=scope, limit=limit)
-        cache[scope] = [by_id[c.id] for c in refs] if limit else []
-    return cache[scope]
+        cache[scope] = [by_id[c.id] for c in refs]
+
+
+def _own_wins(scopes: list[str], limit: int, wins) -> dict[str, list[Trajectory]]:
+    """Each scope's own newest `limit` wins, by scope."""
+    if connection.vendor != "postgresql":  # in process: a statement per scope is no round trip
+        return {
+            scope: list(wins.filter(replay_input__scope=scope).order_by(*NEWEST_FIRST)[:limit])
+            for scope in scopes
+        }
+    traj = Trajectory._meta.db_table
+    sql = (
+        "SELECT s.scope AS cw_scope, w.* FROM unnest(%s::text[]) AS s(scope) "
+        f"CROSS JOIN LATERAL (SELECT * FROM {traj} t WHERE t.kind = %s AND t.replayable "
+        "AND t.replay_input -> 'scope' = to_jsonb(s.scope) "
+        "ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s) w"
+    )
+    own: dict[str, list[Trajectory]] = {}
+    for t in Trajectory.objects.raw(sql, [scopes, TrajectoryKind.SUCCESS, limit]):
+        own.setdefault(t.cw_scope, []).append(t)
+    return own
 
 
 def trajectory_dict(t: Trajectory) -> dict:

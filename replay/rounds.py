@@ -433,6 +433,12 @@ class Round:
             found = cases.failing_cases(
                 chunk, limit=self.cfg.max_failing, counts=self.atoms, registry=self.registry
             )
+            # The protected wins of the chunk's scopes in the same pass (§7.2).
+            cases.protected_wins_read(
+                [r.scope for r in chunk if found.get(r.id)],
+                limit=self.cfg.max_wins,
+                cache=self.wins,
+            )
             self.selected = {r.id: found.get(r.id, []) for r in chunk}
             self.selected_at = time.monotonic()
         return self.selected.pop(rule.id)

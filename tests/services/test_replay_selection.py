@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from lifecycle.matching import NEWEST_FIRST, matching_trajectories
 from lifecycle.metrics import load_registry
-from lifecycle.models import Rule, TrajectoryKind
+from lifecycle.models import Rule, Trajectory, TrajectoryKind
 from lifecycle.services.corpus import import_corpus
 from lifecycle.services.rules import rule_retire_by_reviewer
 from lifecycle.states import Actor
@@ -109,3 +109,48 @@ def test_a_rule_retired_before_the_statement_selects_nothing_the_others_keep_the
     assert [t.id for t in chosen["R-rare-pair"]] == one_at_a_time(
         Rule.objects.get(pk="R-rare-pair"), 3
     )
+
+
+def wins_corpus() -> None:
+    scopes = ["git", "git", "git", "ops", None, "ops", "git", None, "deploy"]
+    import_corpus(
+        jsonl(
+            *[
+                trajectory(
+                    f"S-{i:02d}",
+                    "success",
+                    started_at=None if i == 6 else (T0 + timedelta(minutes=i % 4)).isoformat(),
+                    replayable=i != 5,
+                    **({"replay_input": {"scope": scope}} if scope else {}),
+                )
+                for i, scope in enumerate(scopes)
+            ],
+            trajectory("F-99", "failure", replay_input={"scope": "git"}),
+        )
+    )
+
+
+def wins_alone(scope: str, limit: int) -> list[str]:
+    """Semantics §7.2 for one scope: its own newest, then the newest of the others."""
+    wins = Trajectory.objects.filter(kind=TrajectoryKind.SUCCESS, replayable=True)
+    own = list(
+        wins.filter(replay_input__scope=scope)
+        .order_by(*NEWEST_FIRST)
+        .values_list("id", flat=True)[:limit]
+    )
+    others = wins.exclude(pk__in=own).order_by(*NEWEST_FIRST).values_list("id", flat=True)
+    return own + list(others[: limit - len(own)])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", [0, 1, 2, 5])
+def test_the_wins_of_many_scopes_read_together_are_each_scopes_own(limit):
+    wins_corpus()
+    scopes = ["git", "ops", "deploy", "nowhere"]
+    cache: dict = {}
+    with CaptureQueriesContext(connection) as ctx:
+        cases.protected_wins_read(scopes, limit=limit, cache=cache)
+    got = {s: [t.id for t in cases.protected_wins(s, limit=limit, cache=cache)] for s in scopes}
+    assert got == {s: wins_alone(s, limit) for s in scopes}
+    if limit and connection.vendor == "postgresql":
+        assert len(ctx.captured_queries) == 2  # the newest overall, and every scope's own
