@@ -521,6 +521,8 @@ EQUIVALENTS: list[tuple[str, str]] = [
     (r"\brather than\b|\bin place of\b", "instead of"),
     # connectives of concession that say the same thing
     (r"\b(?:even though|though)\b", "although"),
+    # ways of introducing an example: "a pooler such as PgBouncer" is "a pooler like PgBouncer"
+    (r"\b(?:such as|for example,?|for instance,?|e\.g\.,?|like)(?= )", "such as"),
 ]
 _EQUIVALENT_RX = [(re.compile(p, re.I), r) for p, r in EQUIVALENTS]
 # For ASCII text a case-blind pattern written in lower case matches the lower-cased text

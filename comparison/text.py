@@ -339,39 +339,137 @@ _CONTRACTIONS = [
     (re.compile(r"\b(\w+)(?:'|’)ll\b", re.I), r"\1 will"),
     (re.compile(r"\b(it|that|there|what|here)(?:'|’)s\b", re.I), r"\1 is"),
 ]
-# British and American spellings of the same word.
+# Quotation marks of every kind, made one: which marks quote a message changes nothing.
+_QUOTES = frozenset('"`“”‘’')
+_QUOTED = re.compile(r"[\"`“]([^\"`“”']*)[\"`”]")
+# British and American spellings of the same word: the regular endings by rule (below), the
+# rest word by word.
 _SPELLINGS = {
     "cheque": "check",
     "cheques": "checks",
-    "colour": "color",
-    "colours": "colors",
-    "behaviour": "behavior",
-    "behaviours": "behaviors",
-    "behavioural": "behavioral",
-    "licence": "license",
     "catalogue": "catalog",
-    "centre": "center",
+    "catalogues": "catalogs",
+    "analogue": "analog",
+    "dialogue": "dialog",
+    "dialogues": "dialogs",
+    "programme": "program",
+    "programmes": "programs",
+    "licence": "license",
+    "licences": "licenses",
+    "defence": "defense",
+    "offence": "offense",
+    "pretence": "pretense",
+    "practise": "practice",
     "grey": "gray",
-    "favour": "favor",
-    "honour": "honor",
-    "analyse": "analyze",
-    "cancelled": "canceled",
-    "cancelling": "canceling",
-    "labelled": "labeled",
-    "modelling": "modeling",
-    "travelling": "traveling",
+    "tyre": "tire",
+    "tyres": "tires",
+    "aluminium": "aluminum",
+    "sulphur": "sulfur",
+    "judgement": "judgment",
+    "acknowledgement": "acknowledgment",
+    "ageing": "aging",
+    "enrol": "enroll",
+    "enrols": "enrolls",
+    "enrolment": "enrollment",
+    "fulfil": "fulfill",
+    "fulfils": "fulfills",
+    "fulfilment": "fulfillment",
+    "instalment": "installment",
+    "mould": "mold",
+    "moulds": "molds",
+    "plough": "plow",
+    "storey": "story",
+    "draught": "draft",
+    "manoeuvre": "maneuver",
+    "centre": "center",
+    "centres": "centers",
+    "centred": "centered",
+    "metre": "meter",
+    "metres": "meters",
+    "litre": "liter",
+    "litres": "liters",
+    "fibre": "fiber",
+    "fibres": "fibers",
+    "theatre": "theater",
+    "calibre": "caliber",
+    "spectre": "specter",
+    "whilst": "while",
+    "amongst": "among",
+    "towards": "toward",
+    "afterwards": "afterward",
+    "backwards": "backward",
+    "forwards": "forward",
 }
-_ISE = re.compile(
-    r"\b(organ|initial|serial|normal|optim|author|recogn|real|util|synchron|prioriti|"
-    r"custom|minim|maxim|summar|categor|standard|visual|central|local|sanit|tokeni)"
-    r"is(e|es|ed|ing|ation|ations|er|ers)\b",
-    re.I,
+# Words that end like a British spelling and are spelt so in American too.
+_LOOK_BRITISH_ISE = (
+    "advise revise promise exercise otherwise precise concise raise arise wise likewise "
+    "clockwise expertise franchise enterprise comprise surprise compromise premise devise "
+    "supervise televise improvise disguise merchandise paradise excise incise chastise despise "
+    "poise praise bruise cruise guise treatise reprise demise appraise apprise noise rise "
+    "sunrise upraise advertise porpoise tortoise turquoise anise valise circumcise"
 )
+_ISE_WORDS = frozenset(_LOOK_BRITISH_ISE.split())
+_LOOK_BRITISH_OUR = (
+    "four hour our your pour tour flour sour dour contour detour velour devour scour "
+    "troubadour paramour amour"
+)
+_OUR_WORDS = frozenset(_LOOK_BRITISH_OUR.split())
+# -ise/-ize, -yse/-yze, -our/-or, a doubled l before -ed/-ing in an unstressed final
+# syllable, "ae"/"oe" in medical words.
+_BRITISH = re.compile(
+    r"\b(?:[a-z]{2,}[iy]s(?:e|es|ed|ing|ation|ations|er|ers)"
+    r"|[a-z]{2,}our(?:s|ed|ing|ite|ites|able|ably|ful|less|al|ally|ist|ists|er|ers)?"
+    r"|(?:cancel|label|model|travel|signal|level|channel|tunnel|total|fuel|marshal|dial|duel|"
+    r"jewel|panel|pedal|shovel|counsel|equal|rival|libel|quarrel|funnel|barrel|bevel|parcel|"
+    r"pencil|stencil|initial)l(?:ed|ing|er|ers)"
+    r"|(?:paed|anaes|haem|oesoph|leukaem|encyclopaed|orthopaed|oestr|foet|diarrhoe)[a-z]*)\b"
+)
+_PREFIXES = (
+    ("paed", "ped"),
+    ("anaes", "anes"),
+    ("haem", "hem"),
+    ("oesoph", "esoph"),
+    ("leukaem", "leukem"),
+    ("encyclopaed", "encycloped"),
+    ("orthopaed", "orthoped"),
+    ("oestr", "estr"),
+    ("foet", "fet"),
+    ("diarrhoe", "diarrhe"),
+)
+_ENDINGS = re.compile(r"(?:e|es|ed|ing|ation|ations|er|ers)$")
 _SPELLING = re.compile(r"\b(" + "|".join(sorted(_SPELLINGS, key=len, reverse=True)) + r")\b", re.I)
-
-
 _WORDS = re.compile(r"[a-z]+")
-_ISE_LOW = re.compile(_ISE.pattern)
+_BRITISH_ANY_CASE = re.compile(_BRITISH.pattern, re.I)
+
+
+def _american(word: str) -> str:
+    """One word as American English spells it; `word` is in lower case."""
+    for british, american in _PREFIXES:
+        if word.startswith(british):
+            return american + word[len(british) :]
+    if word.endswith(("lled", "lling", "ller", "llers")):
+        at = word.index("ll", len(word) - 6)
+        return word[:at] + word[at + 1 :]
+    if "our" in word[-8:]:
+        at = word.rindex("our")
+        return word if word[: at + 3] in _OUR_WORDS else word[:at] + "or" + word[at + 3 :]
+    ending = _ENDINGS.search(word)
+    at = ending.start() if ending else len(word)
+    if (
+        word[at - 2 : at] not in ("is", "ys")
+        or word[:at] + "e" in _ISE_WORDS
+        or word[:at] in _ISE_WORDS
+    ):
+        return word
+    if (word[: at + 1] if word[at : at + 1] == "e" else word[:at] + "e") in _ISE_WORDS:
+        return word
+    return word[: at - 1] + "z" + word[at:]
+
+
+def _british_to_american(match: re.Match) -> str:
+    word = match.group(0)
+    american = _american(word.lower())
+    return american if word.islower() else _same_case(word, american)
 
 
 @lru_cache(maxsize=16384)
@@ -383,12 +481,16 @@ def plain_spelling(text: str) -> str:
     if "'" in text or "’" in text:
         for rx, replacement in _CONTRACTIONS:
             text = rx.sub(replacement, text)
+    if not _QUOTES.isdisjoint(text):
+        # 'Resources exceeded', "Resources exceeded" and `Resources exceeded` quote alike (a
+        # quotation holding a single quote keeps its marks).
+        text = _QUOTED.sub(r"'\1'", text.replace("‘", "'").replace("’", "'"))
     low = text.lower()
     # Most texts hold none of these words: one scan of the lower-cased words decides.
     if not _SPELLINGS.keys().isdisjoint(_WORDS.findall(low)):
         text = _SPELLING.sub(lambda m: _same_case(m.group(1), _SPELLINGS[m.group(1).lower()]), text)
-    if "is" in low and _ISE_LOW.search(low):
-        text = _ISE.sub(lambda m: m.group(1) + "iz" + m.group(2), text)
+    if _BRITISH.search(low):
+        text = _BRITISH_ANY_CASE.sub(_british_to_american, text)
     text = text.rstrip(".").rstrip()
     if len(text) > 1 and text[0].isupper() and text[1:2].islower():
         text = text[0].lower() + text[1:]

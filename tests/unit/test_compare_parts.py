@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from comparison import model as model_lib
-from comparison.compare import COMPONENTS, compare_rules, evidence_many
+from comparison.compare import COMPONENTS, compare_many, compare_rules, evidence_many
 from comparison.directives import directive_findings, steps
 from comparison.features import FEATURES, monotone
 from comparison.lexicon import canonical
@@ -325,6 +325,27 @@ def _rows() -> list[dict]:
         ("normalise the behaviour", "normalize the behavior"),
         ("HTTP 500 from the API.", "HTTP 500 from the API"),
         ("OOM kills the worker", "OOM kills the worker"),
+        # British endings by rule, not word by word
+        ("materialise the CTE", "materialize the CTE"),
+        ("the virtualisation extensions", "the virtualization extensions"),
+        ("a colourful, favourable neighbour", "a colorful, favorable neighbor"),
+        ("a behavioural test", "a behavioral test"),
+        ("labelling and modelling, cancelled", "labeling and modeling, canceled"),
+        ("the paediatric dose in metres", "the pediatric dose in meters"),
+        ("pop them afterwards", "pop them afterward"),
+        # words that only look British keep their spelling
+        ("advise, revise and raise the noise", "advise, revise and raise the noise"),
+        ("promised expertise, otherwise surprising", "promised expertise, otherwise surprising"),
+        ("pour the flour for four hours", "pour the flour for four hours"),
+        (
+            "the controlled rollout installed and filled",
+            "the controlled rollout installed and filled",
+        ),
+        # quotation marks of every kind quote alike
+        ('fails with "Resources exceeded"', "fails with 'Resources exceeded'"),
+        ("run `qm stop` first", "run 'qm stop' first"),
+        ("the “no space left” error", "the 'no space left' error"),
+        ("errors with \"fixture 'db' not found\"", "errors with \"fixture 'db' not found\""),
     ],
 )
 def test_spelling_that_carries_no_meaning_is_made_one(written, plain):
@@ -342,3 +363,27 @@ def test_a_contraction_is_the_same_rule_as_its_two_words():
         "directive": "Run samtools sort on the BAM first, then index the sorted output.",
     }
     assert compare_rules(extracted, expected)["verdict"] == "match"
+
+
+def _trivially_rewritten(text: str) -> str:
+    """What a writer copying a rule may change without changing it: an example introduced
+    another way, the quotation marks, a capital and a full stop."""
+    import re
+
+    text = re.sub(r"\bsuch as\b", "like", text)
+    text = re.sub(r"'([^']+)'", r'"\1"', text) if "n't" not in text else text
+    return text[:1].upper() + text[1:] + "."
+
+
+def test_a_rule_copied_with_trivial_changes_is_the_same_rule():
+    """Every expected rule of the labelled pairs against itself rewritten trivially: all
+    match (a near copy that differs in no word of meaning is no trap)."""
+    rules = {json.dumps(r["expected"], sort_keys=True): r["expected"] for r in _rows()}
+    pairs = []
+    for rule in rules.values():
+        copy = {field: _trivially_rewritten(rule[field]) for field in ("trigger", "directive")}
+        pairs.append((copy, rule))
+    verdicts = [result["verdict"] for result in compare_many(pairs)]
+    missed = [pair for pair, verdict in zip(pairs, verdicts, strict=True) if verdict != "match"]
+    assert len(pairs) > 500
+    assert len(missed) <= len(pairs) // 200, missed[:5]
