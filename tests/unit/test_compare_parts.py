@@ -196,7 +196,7 @@ def test_the_fit_is_deterministic_and_trains_on_every_split_but_the_held_out_one
 
     rows = train.read_rows()
     assert not {r["split"] for r in rows} & set(train.HELD_OUT)
-    assert {"dev", "train_a", "train_b", "blind_a", "blind_b"} <= {r["split"] for r in rows}
+    assert {"dev", "train_a", "train_b", *train.BLIND} <= {r["split"] for r in rows}
     held_out = [{**rows[0], "split": train.HELD_OUT[0]}, rows[1]]
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in held_out) + "\n")
@@ -208,6 +208,27 @@ def test_the_fit_is_deterministic_and_trains_on_every_split_but_the_held_out_one
     assert first == second
     assert first["features"] == list(FEATURES)
     assert 0.5 < report["cv_auc"] <= 1.0
+
+
+def test_each_blind_split_is_scored_by_a_fit_made_without_it(monkeypatch):
+    from comparison import train
+
+    rows = [r for r in train.read_rows() if r["split"] in ("dev", "blind_a")]
+    X = train.feature_matrix(rows)
+    fitted_on = []
+    real_fit = train.fit_matrix
+
+    def spy(keep, X_keep, params):
+        fitted_on.append({r["split"] for r in keep})
+        return real_fit(keep, X_keep, params)
+
+    monkeypatch.setattr(train, "fit_matrix", spy)
+    found = train.leave_one_split_out(rows, X, {**train.PARAMS, "max_iter": 10})
+    assert fitted_on == [{"dev"}]
+    assert set(found) == {"blind_a", "all"}
+    assert found["blind_a"]["pairs"] == found["all"]["pairs"] == 150
+    assert 0.5 < found["blind_a"]["auc"] <= 1.0
+    assert found["all"]["accuracy"] == found["blind_a"]["accuracy"]
 
 
 def test_the_opposite_words_looked_up_as_a_set_are_the_pairs_opposite_accepts():
