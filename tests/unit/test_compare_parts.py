@@ -58,6 +58,9 @@ def test_the_lexicon_leaves_a_verb_that_only_looks_like_jargon_alone():
         ("retry three times", "back off", 0.0),
         # "once" opening a clause is "when", not a count.
         ("once the build finishes, deploy", "deploy after the build", 0.0),
+        ("once in staging, run the smoke tests", "run the smoke tests in staging", 0.0),
+        # ... and a count after a verb, before a preposition.
+        ("when pickup fails 3 times in a row on a rack", "when pickup fails once on a rack", -1.0),
     ],
 )
 def test_amounts_agree_by_value_and_unit(a, b, agreement):
@@ -363,3 +366,28 @@ def test_a_contraction_is_the_same_rule_as_its_two_words():
         "directive": "Run samtools sort on the BAM first, then index the sorted output.",
     }
     assert compare_rules(extracted, expected)["verdict"] == "match"
+
+
+@pytest.mark.parametrize(
+    ("expected", "extracted", "negated"),
+    [
+        ("when the service is running", "when the service is not running", True),
+        (
+            "when a job with checkpointing is preempted",
+            "when a job without checkpointing is preempted",
+            True,
+        ),
+        ("when the job is preempted", "when the job is preempted again", False),
+        (
+            "when a job with checkpointing is preempted",
+            "when a job checkpointing is preempted",
+            False,
+        ),
+    ],
+)
+def test_a_negation_against_its_positive_word_is_a_negation_only_difference(
+    expected, extracted, negated
+):
+    from comparison.text import negation_only_difference
+
+    assert negation_only_difference(expected, extracted) is negated
