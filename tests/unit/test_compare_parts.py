@@ -391,3 +391,19 @@ def test_a_negation_against_its_positive_word_is_a_negation_only_difference(
     from comparison.text import negation_only_difference
 
     assert negation_only_difference(expected, extracted) is negated
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_batch_leaves_garbage_collection_as_it_found_it(enabled):
+    import gc
+
+    from comparison.compare import compare_many
+
+    rule = {"trigger": "when git push fails", "directive": "pull and rebase"}
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        assert compare_many([(rule, rule)])[0]["verdict"] == "match"
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
