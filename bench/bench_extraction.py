@@ -6,7 +6,8 @@ Prints, for each split of comparison/data/extraction_eval.jsonl:
   with a 95% Wilson interval;
 - for the splits the model was fitted on, the cross-validated (out-of-fold, grouped by
   domain) figures recorded by comparison/train.py: the figures on the shipped model
-  there are in-sample and flatter it. The held-out splits (comparison.train.HELD_OUT)
+  there are in-sample and flatter it; and the leave-one-split-out figures train.py
+  recorded for the blind-written splits (each fitted without it, then scored). The held-out splits (comparison.train.HELD_OUT)
   were never fitted on; those present are scored one by one and together.
 Then the verdicts by error category on the held-out splits, pairs per second through
 `compare_many` (cold: texts never seen; warm: the same texts again) in CPU time and in
@@ -177,6 +178,7 @@ def report() -> dict:
     out: dict = {"pairs": len(rows), "domains": len({r["domain"] for r in rows})}
     out["model"] = {**model.spec["fitted_on"], "match_at": model.match_at}
     out["cv"] = model.spec["cv"]
+    out["leave_one_split_out"] = model.spec.get("leave_one_split_out", {})
     present = {r["split"] for r in rows}
     out["training_splits"] = sorted(present - set(HELD_OUT))
     out["held_out_splits"] = [s for s in HELD_OUT if s in present]
@@ -187,7 +189,7 @@ def report() -> dict:
     held = [i for i, r in enumerate(rows) if r["split"] in HELD_OUT]
     if len(out["held_out_splits"]) > 1:
         out[HELD] = split_figures(rows, results, held)
-    out["held_out_by_category"] = by_category(rows, results, held)
+    out["held_out_by_category"] = by_category(rows, results, held) if held else {}
     out["first_call_seconds"] = round(first_call, 2)
     out["pairs_per_second"] = throughput(pairs)
     seen: set[str] = set()
@@ -227,8 +229,16 @@ def print_report(r: dict) -> None:
         f"cross-validated over all training splits: AUC {r['cv']['cv_auc']:.3f}, "
         f"accuracy {r['cv']['cv_accuracy']:.3f} (match at p >= {r['model']['match_at']})"
     )
+    loso = r["leave_one_split_out"]
+    if loso:
+        print("leave one blind split out (fitted without it, then scored; not blind):")
+        for split, s in loso.items():
+            print(f"  {split:8} {s['pairs']:>5}  AUC {s['auc']:.3f}  accuracy {s['accuracy']:.3f}")
     if not r["held_out_splits"]:
-        print(f"no held-out split ({', '.join(HELD_OUT)}) in the labelled pairs yet")
+        print(
+            f"no held-out split ({', '.join(HELD_OUT)}) in the labelled pairs yet: the figures"
+            " above are training, cross-validated and leave-one-split-out figures only"
+        )
     else:
         print("held-out splits by category:  pairs  same  match partial miss  errors")
     for name, c in r["held_out_by_category"].items():

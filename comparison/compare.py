@@ -14,6 +14,9 @@ punishes a rewording and rewards a wrong rule that shares the words.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
+
 from .directives import directive_stances, stance_conflicts
 from .features import Evidence, field_texts, pair_evidence
 from .lexicon import canonical
@@ -76,6 +79,29 @@ def compare_many(
     pairs: list[tuple[dict, dict]], *, signatures: list[list[str] | None] | None = None
 ) -> list[dict]:
     """`compare_rules` over many `(extracted, expected)` pairs, embedding in one batch."""
+    with _collection_deferred():
+        return _compare_many(pairs, signatures)
+
+
+@contextmanager
+def _collection_deferred():
+    """The cyclic garbage collector held off for one batch. A batch makes many small
+    objects and no reference cycles, so each collection during it only walks the memo
+    tables again (0.17 ms of about 1.6 a pair measured, most of it full collections);
+    reference counting still frees everything as it goes. Collection resumes after the
+    batch unless something else had turned it off."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _compare_many(
+    pairs: list[tuple[dict, dict]], signatures: list[list[str] | None] | None
+) -> list[dict]:
     model = load_model()
     evidence = evidence_many(pairs, signatures=signatures)
     if not evidence:

@@ -74,7 +74,11 @@ _NUMBER = (
 )
 _QUANTITY = re.compile(
     r"(?<![\w.-])" + _NUMBER + r"\s*(%|[a-z]+)?(?![\w.])|\b(twice|thrice)\b|\b(once)\b"
+    # "once" opens a clause as often as it counts ("once the build finishes", "once in
+    # staging, ..."): it counts before a stop or a conjunction, or after a word and before
+    # a preposition ("fails once on the same rack").
     r"(?=\s*(?:$|[,.;:!?)]|and\b|but\b|or\b|more\b|again\b|per\b|a (?:day|week|minute|second)))"
+    r"|(?<=[a-z] )(once)(?=\s+(?:on|in|at|for|during|within|before|after|from|every|each)\b)"
 )
 # Numbers that are names, not amounts: versions ("python 3.12", "v2"), ports after a
 # colon and the like are left to the word diff.
@@ -89,8 +93,8 @@ def quantities(text: str) -> frozenset[tuple[str, float]]:
     low = text.lower()
     out: set[tuple[str, float]] = set()
     for m in _QUANTITY.finditer(low):
-        if m.group(3) or m.group(4):
-            out.add(("times", float(_WORDS[m.group(3) or m.group(4)])))
+        if m.group(3) or m.group(4) or m.group(5):
+            out.add(("times", float(_WORDS[m.group(3) or m.group(4) or m.group(5)])))
             continue
         if _VERSIONISH.search(low[: m.start()]):
             continue

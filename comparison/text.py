@@ -318,11 +318,18 @@ def same_stem(a: str, b: str) -> bool:
     return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
 
 
+# The positive word a negation may stand against: "with" for "without".
+_POSITIVE_OF_NEGATION = frozenset({"with"})
+
+
 def negation_only_difference(expected: str, extracted: str) -> bool:
-    """ "when the service is running" against "when the service is not running"."""
+    """ "when the service is running" against "when the service is not running"; "a job
+    with checkpointing" against "a job without checkpointing"."""
     gone, came = residual(expected, extracted)
-    words = [w.lower() for w in (gone + " " + came).split()]
-    return bool(words) and all(w.strip(".,;:!?") in NEGATIONS for w in words)
+    words = [w.lower().strip(".,;:!?") for w in (gone + " " + came).split()]
+    return any(w in NEGATIONS for w in words) and all(
+        w in NEGATIONS or w in _POSITIVE_OF_NEGATION for w in words
+    )
 
 
 # --- spelling that carries no meaning ---------------------------------------------------------

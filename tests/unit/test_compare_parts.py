@@ -58,6 +58,9 @@ def test_the_lexicon_leaves_a_verb_that_only_looks_like_jargon_alone():
         ("retry three times", "back off", 0.0),
         # "once" opening a clause is "when", not a count.
         ("once the build finishes, deploy", "deploy after the build", 0.0),
+        ("once in staging, run the smoke tests", "run the smoke tests in staging", 0.0),
+        # ... and a count after a verb, before a preposition.
+        ("when pickup fails 3 times in a row on a rack", "when pickup fails once on a rack", -1.0),
     ],
 )
 def test_amounts_agree_by_value_and_unit(a, b, agreement):
@@ -196,7 +199,7 @@ def test_the_fit_is_deterministic_and_trains_on_every_split_but_the_held_out_one
 
     rows = train.read_rows()
     assert not {r["split"] for r in rows} & set(train.HELD_OUT)
-    assert {"dev", "train_a", "train_b", "blind_a", "blind_b"} <= {r["split"] for r in rows}
+    assert {"dev", "train_a", "train_b", *train.BLIND} <= {r["split"] for r in rows}
     held_out = [{**rows[0], "split": train.HELD_OUT[0]}, rows[1]]
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in held_out) + "\n")
@@ -208,6 +211,27 @@ def test_the_fit_is_deterministic_and_trains_on_every_split_but_the_held_out_one
     assert first == second
     assert first["features"] == list(FEATURES)
     assert 0.5 < report["cv_auc"] <= 1.0
+
+
+def test_each_blind_split_is_scored_by_a_fit_made_without_it(monkeypatch):
+    from comparison import train
+
+    rows = [r for r in train.read_rows() if r["split"] in ("dev", "blind_a")]
+    X = train.feature_matrix(rows)
+    fitted_on = []
+    real_fit = train.fit_matrix
+
+    def spy(keep, X_keep, params):
+        fitted_on.append({r["split"] for r in keep})
+        return real_fit(keep, X_keep, params)
+
+    monkeypatch.setattr(train, "fit_matrix", spy)
+    found = train.leave_one_split_out(rows, X, {**train.PARAMS, "max_iter": 10})
+    assert fitted_on == [{"dev"}]
+    assert set(found) == {"blind_a", "all"}
+    assert found["blind_a"]["pairs"] == found["all"]["pairs"] == 150
+    assert 0.5 < found["blind_a"]["auc"] <= 1.0
+    assert found["all"]["accuracy"] == found["blind_a"]["accuracy"]
 
 
 def test_the_opposite_words_looked_up_as_a_set_are_the_pairs_opposite_accepts():
@@ -387,3 +411,44 @@ def test_a_rule_copied_with_trivial_changes_is_the_same_rule():
     missed = [pair for pair, verdict in zip(pairs, verdicts, strict=True) if verdict != "match"]
     assert len(pairs) > 500
     assert len(missed) <= len(pairs) // 200, missed[:5]
+
+
+@pytest.mark.parametrize(
+    ("expected", "extracted", "negated"),
+    [
+        ("when the service is running", "when the service is not running", True),
+        (
+            "when a job with checkpointing is preempted",
+            "when a job without checkpointing is preempted",
+            True,
+        ),
+        ("when the job is preempted", "when the job is preempted again", False),
+        (
+            "when a job with checkpointing is preempted",
+            "when a job checkpointing is preempted",
+            False,
+        ),
+    ],
+)
+def test_a_negation_against_its_positive_word_is_a_negation_only_difference(
+    expected, extracted, negated
+):
+    from comparison.text import negation_only_difference
+
+    assert negation_only_difference(expected, extracted) is negated
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_batch_leaves_garbage_collection_as_it_found_it(enabled):
+    import gc
+
+    from comparison.compare import compare_many
+
+    rule = {"trigger": "when git push fails", "directive": "pull and rebase"}
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        assert compare_many([(rule, rule)])[0]["verdict"] == "match"
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
