@@ -148,25 +148,23 @@ class _PostgresStore:
         meets the trajectories' primary key; then the chunk is undone, the store turns to
         checking every chunk from now on (`check`, which names the lines), and False is
         returned. A chunk of a corpus empty at the start needs no other check: every earlier
-        row was written, so the primary key sees every id seen (or the atoms' key, first).
+        row was written, so the primary key sees every id seen.
 
-        The atoms go first (their key to the trajectories is checked at commit), then the
-        rows, each block's text and atoms released from `rows` once sent: the chunk shrinks
-        while the next one is read. What a check still needs (line, id, hash) stays."""
+        The rows go first, each block's text released from `rows` once sent, so the chunk
+        shrinks while the next one is validated; what a check would still need (line, id,
+        hash) stays. Then the atoms and the ids seen."""
         with self._wrap:
             self._cursor.execute(f"SAVEPOINT {CHUNK_IDS}")
             try:
                 with self._raw.cursor() as cursor:
+                    self._copy_trajectories(cursor, rows, release=True)
+                    self._copy_atoms(cursor, rows)
                     with cursor.copy(f"COPY {SEEN} (id, line) FROM STDIN") as copy:
                         for part in _parts(rows):
                             text = [f"{copy_escape(r.id)}\t{r.line}\n" for r in part]
                             copy.write("".join(text).encode())
-                    self._copy_atoms(cursor, rows)
-                    self._copy_trajectories(cursor, rows, release=True)
             except psycopg.errors.UniqueViolation as exc:
-                # The atoms' (atom, trajectory) key, met first, can only be a repeated id too:
-                # a row's own atoms are distinct.
-                if exc.diag.table_name not in (TRAJECTORIES, ATOMS):
+                if exc.diag.table_name != TRAJECTORIES:
                     raise
                 self._cursor.execute(f"ROLLBACK TO SAVEPOINT {CHUNK_IDS}")
                 self.check_from_now()
@@ -244,7 +242,7 @@ class _PostgresStore:
                 part = rows[start : start + BLOCK]
                 copy.write("".join([f"{r.payload}\t{r.digest}{tail}" for r in part]).encode())
                 if release:
-                    rows[start : start + BLOCK] = [r._replace(payload="", atoms=()) for r in part]
+                    rows[start : start + BLOCK] = [r._replace(payload="") for r in part]
 
     def _copy_atoms(self, cursor, rows: list) -> None:
         with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
