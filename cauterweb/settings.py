@@ -243,6 +243,11 @@ CAUTERWEB_LOCK_URL = env_str(
     "CAUTERWEB_LOCK_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
 )
 
+# How long an API token found live is trusted without reading it again: a revocation made in
+# another process (the command line, another worker) is obeyed within this many seconds; one
+# made in the same process at once. 0 reads the token on every request.
+CAUTERWEB_TOKEN_CACHE_SECONDS = env_float("CAUTERWEB_TOKEN_CACHE_SECONDS", 2.0)
+
 # --- Engine knobs (semantics §16) -------------------------------------------------------------------
 CAUTERWEB_RULE_PROMOTE_MARGIN = env_float("CAUTERWEB_RULE_PROMOTE_MARGIN", 0.05)
 CAUTERWEB_RULE_REGRESS_MARGIN = env_float("CAUTERWEB_RULE_REGRESS_MARGIN", 0.05)

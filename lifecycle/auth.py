@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 from ninja.security import HttpBearer, django_auth
 
-from lifecycle.services.tokens import hash_key
+from lifecycle.services.tokens import hash_key, live_token_cached, live_token_remember
 
 from .models import ApiToken, TokenRole
 from .states import Actor
@@ -22,11 +22,15 @@ class Forbidden(Exception):
 
 
 def token_for_key(key: str) -> ApiToken | None:
-    """The live token with this clear key, or None (unknown or revoked)."""
-    token = ApiToken.objects.filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
+    """The live token with this clear key, or None (unknown or revoked). A token found within
+    the last `CAUTERWEB_TOKEN_CACHE_SECONDS` is not read again (`tokens.live_token_cached`)."""
+    key_hash, now = hash_key(key), timezone.now()
+    token = live_token_cached(key_hash, now)
     if token is None:
-        return None
-    now = timezone.now()
+        token = ApiToken.objects.filter(key_hash=key_hash, revoked_at__isnull=True).first()
+        if token is None:
+            return None
+        live_token_remember(token, now)
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now

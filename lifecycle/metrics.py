@@ -35,10 +35,14 @@ class Registry(dict[str, MetricInfo]):
 def load_registry() -> Registry:
     from .models import MetricDefinition
 
+    # Plain values, not model instances: every report's enrolment reads the whole registry.
+    fields = ("name", "tier", "higher_is_better", "aliases")
     return Registry(
         {
-            m.name: MetricInfo(m.name, m.tier, m.higher_is_better, tuple(m.aliases))
-            for m in MetricDefinition.objects.all()
+            name: MetricInfo(name, tier, higher_is_better, tuple(aliases))
+            for name, tier, higher_is_better, aliases in MetricDefinition.objects.values_list(
+                *fields
+            )
         }
     )
 

@@ -11,7 +11,9 @@ How a chunk goes through:
   serialisation;
 - ids are checked set-based (`corpus_store`): one statement records the chunk's ids in a
   temporary table of the ids seen so far (a repeat is a duplicate, named with its first line)
-  and returns the stored hashes of the chunk's ids, each id looked up through an index;
+  and returns the stored hashes of the chunk's ids, each id looked up through an index; into
+  a corpus empty at the start, chunks go in unchecked until the primary key meets a repeat or
+  a line is bad, and only then does checking start (`corpus_store.write_unchecked`);
 - the new and replaced rows go in by COPY (PostgreSQL) or `executemany` (SQLite).
 On PostgreSQL the check and write of chunk k run on a second thread while chunk k+1 is
 validated: the database's work and Python's overlap, and at most two chunks are alive at once.
@@ -441,7 +443,12 @@ def _classify(rows: list[Row], seen: dict, stored: dict, *, replace: bool):
 
 def _take_chunk(store, rows: list[Row], *, write: bool, replace: bool) -> Outcome:
     """Check a chunk's ids and, when nothing went wrong so far, write it. Runs on the store's
-    worker (PostgreSQL) while the next chunk is validated."""
+    worker (PostgreSQL) while the next chunk is validated. Into a corpus empty at the start, a
+    chunk is written unchecked while nothing has gone wrong (`write_unchecked`)."""
+    if store.unchecked:
+        if write and store.write_unchecked(rows):
+            return Outcome(len(rows), 0, 0, [])
+        store.check_from_now()
     seen, stored = store.check(rows)
     to_write, replaced, unchanged, errors = _classify(rows, seen, stored, replace=replace)
     if write and not errors:

@@ -3,7 +3,10 @@ below the ORM (a model instance per row costs more than the database's own write
 
 The store lives for one import, inside its transaction. It keeps a temporary table of the ids
 seen so far, so a repeated id is found by the database, not by a Python set as long as the
-file. On PostgreSQL a chunk's check and write (one statement, then COPY) run as one job on a
+file. Into a corpus empty at the start, chunks are written unchecked, under a savepoint each,
+until the first repeat meets the primary key or the first bad line (`write_unchecked`); only
+from then on is each chunk checked. On PostgreSQL a chunk's check and write (one statement,
+then COPY) run as one job on a
 worker thread while the caller validates the next chunk: `submit` hands the job over, `wait`
 takes its outcome before the next job is handed over, so at most two chunks are alive and the
 one connection is never used by two threads at once. On SQLite the job runs on the caller's
@@ -17,6 +20,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 import orjson
+import psycopg
 from django.db import connection
 from django.utils import timezone
 
@@ -119,15 +123,54 @@ class _PostgresStore:
         # of compiling for 17 ms of work, every chunk. Only for this transaction.
         self._cursor.execute("SET LOCAL jit = off")
         self._cursor.execute(f"DROP TABLE IF EXISTS {SEEN}")
-        # Byte-wise ("C") comparison: the index of every id in the file is built as it goes,
-        # and the locale's rules would only make that slower.
+        # Byte-wise ("C") comparison: the locale's rules would only make the index slower.
         self._cursor.execute(
-            f'CREATE TEMP TABLE {SEEN} (id varchar(128) COLLATE "C" PRIMARY KEY, line integer)'
+            f'CREATE TEMP TABLE {SEEN} (id varchar(128) COLLATE "C", line integer)'
         )
-        # Into an empty corpus nothing can be stored already, except by this import, which
-        # the ids seen tell: the lookup of stored hashes is skipped.
+        # Into an empty corpus nothing can be stored already, except by this import: the
+        # lookup of stored hashes is skipped, and so is the check (`write_unchecked`).
         self._cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {TRAJECTORIES})")
         self._stored_lookup = self._cursor.fetchone()[0]
+        self.unchecked = True
+        if self._stored_lookup:
+            self.check_from_now()
+
+    def check_from_now(self) -> None:
+        """Every later chunk is checked (`check`): the ids seen get their index. They are
+        unique: the ids the unchecked chunks wrote went through the trajectories' primary key."""
+        if self.unchecked:
+            self._cursor.execute(f"CREATE UNIQUE INDEX ON {SEEN} (id)")
+            self.unchecked = False
+
+    def write_unchecked(self, rows: list) -> bool:
+        """Write a chunk into a corpus that was empty, with no check before: its ids are
+        recorded as seen and its rows written, under a savepoint. An id an earlier chunk wrote
+        meets the trajectories' primary key; then the chunk is undone, the store turns to
+        checking every chunk from now on (`check`, which names the lines), and False is
+        returned. A chunk of a corpus empty at the start needs no other check: every earlier
+        row was written, so the primary key sees every id seen.
+
+        The rows go first, each block's text released from `rows` once sent, so the chunk
+        shrinks while the next one is validated; what a check would still need (line, id,
+        hash) stays. Then the atoms and the ids seen."""
+        with self._wrap:
+            self._cursor.execute(f"SAVEPOINT {CHUNK_IDS}")
+            try:
+                with self._raw.cursor() as cursor:
+                    self._copy_trajectories(cursor, rows, release=True)
+                    self._copy_atoms(cursor, rows)
+                    with cursor.copy(f"COPY {SEEN} (id, line) FROM STDIN") as copy:
+                        for part in _parts(rows):
+                            text = [f"{copy_escape(r.id)}\t{r.line}\n" for r in part]
+                            copy.write("".join(text).encode())
+            except psycopg.errors.UniqueViolation as exc:
+                if exc.diag.table_name != TRAJECTORIES:
+                    raise
+                self._cursor.execute(f"ROLLBACK TO SAVEPOINT {CHUNK_IDS}")
+                self.check_from_now()
+                return False
+            self._cursor.execute(f"RELEASE SAVEPOINT {CHUNK_IDS}")
+        return True
 
     @staticmethod
     def time_text(value: datetime) -> str:
@@ -186,19 +229,26 @@ class _PostgresStore:
             if replaced:
                 cursor.execute(f"DELETE FROM {ATOMS} WHERE trajectory_id = ANY(%s)", [replaced])
                 cursor.execute(f"DELETE FROM {TRAJECTORIES} WHERE id = ANY(%s)", [replaced])
-            # The rows go to COPY as blocks of text built at once, not row by row: the thread
-            # holds the interpreter lock only briefly, so the validation of the next chunk goes
-            # on while PostgreSQL writes this one; and a block is a small part of a chunk.
-            tail = f"\t{self._imported_at}\n"
-            with cursor.copy(f"COPY {TRAJECTORIES} ({_quoted(COLUMNS)}) FROM STDIN") as copy:
-                for part in _parts(rows):
-                    copy.write("".join([f"{r.payload}\t{r.digest}{tail}" for r in part]).encode())
-            with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
-                for part in _parts(rows):
-                    text = [
-                        f"{copy_escape(r.id)}\t{copy_escape(a)}\n" for r in part for a in r.atoms
-                    ]
-                    copy.write("".join(text).encode())
+            self._copy_trajectories(cursor, rows)
+            self._copy_atoms(cursor, rows)
+
+    def _copy_trajectories(self, cursor, rows: list, *, release: bool = False) -> None:
+        # The rows go to COPY as blocks of text built at once, not row by row: the thread
+        # holds the interpreter lock only briefly, so the validation of the next chunk goes
+        # on while PostgreSQL writes this one; and a block is a small part of a chunk.
+        tail = f"\t{self._imported_at}\n"
+        with cursor.copy(f"COPY {TRAJECTORIES} ({_quoted(COLUMNS)}) FROM STDIN") as copy:
+            for start in range(0, len(rows), BLOCK):
+                part = rows[start : start + BLOCK]
+                copy.write("".join([f"{r.payload}\t{r.digest}{tail}" for r in part]).encode())
+                if release:
+                    rows[start : start + BLOCK] = [r._replace(payload="") for r in part]
+
+    def _copy_atoms(self, cursor, rows: list) -> None:
+        with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
+            for part in _parts(rows):
+                text = [f"{copy_escape(r.id)}\t{copy_escape(a)}\n" for r in part for a in r.atoms]
+                copy.write("".join(text).encode())
 
     def rules_of_written_cases(self) -> list[str]:
         return _rules_of_written_cases(self._cursor, self._imported_at)
@@ -216,6 +266,8 @@ class _PostgresStore:
 
 class _SqliteStore:
     copy_text = False
+    # Every chunk is checked: SQLite works in this process, so nothing would overlap a saving.
+    unchecked = False
 
     def __init__(self, imported_at: datetime):
         self._cursor = connection.cursor()

@@ -101,7 +101,7 @@ def _parse_reports(rows) -> dict[tuple[str, datetime], tuple[int, dict]]:
 
 def _refuse_unknown_rules(parsed: dict) -> None:
     named = {rid for _, f in parsed.values() for rid in f["rules_read"]}
-    known = set(Rule.objects.filter(pk__in=named).values_list("id", flat=True))
+    known = set(Rule.objects.filter(pk__in=named).order_by().values_list("id", flat=True))
     unknown = [
         LineError(n, "rules_read", f"unknown rule {rid!r}")
         for n, f in parsed.values()

@@ -8,8 +8,9 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -43,6 +44,39 @@ class IssuedToken:
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+# Live tokens this process has found lately, by key hash: (token, when it was read). Looking a
+# token up cost a query on every API request; a token found within the last
+# `CAUTERWEB_TOKEN_CACHE_SECONDS` is taken from here instead. A revocation in this process
+# drops its entry at once; another process (the command line, another worker) is obeyed within
+# that many seconds. Unknown keys are never remembered, so a new token works at once.
+_live: dict[str, tuple[ApiToken, datetime]] = {}
+_LIVE_MAX = 1024
+
+
+def live_token_cached(key_hash: str, now: datetime) -> ApiToken | None:
+    found = _live.get(key_hash)
+    ttl = settings.CAUTERWEB_TOKEN_CACHE_SECONDS
+    if found is None or not timedelta(0) <= now - found[1] < timedelta(seconds=ttl):
+        return None
+    return found[0]
+
+
+def live_token_remember(token: ApiToken, now: datetime) -> None:
+    if settings.CAUTERWEB_TOKEN_CACHE_SECONDS <= 0:
+        return
+    if len(_live) >= _LIVE_MAX:
+        _live.clear()
+    _live[token.key_hash] = (token, now)
+
+
+def live_tokens_forget(key_hash: str | None = None) -> None:
+    """Forget one token (or all): the next request with it reads the database."""
+    if key_hash is None:
+        _live.clear()
+    else:
+        _live.pop(key_hash, None)
 
 
 def clean_name(name: str) -> str:
@@ -97,6 +131,9 @@ def token_revoke(*, name: str, actor: str, now: datetime | None = None) -> bool:
         changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
             revoked_at=now
         )
+        # Before the commit, not on it: a request of this process between the two would
+        # otherwise still pass; if the revocation rolls back, only a lookup is lost.
+        live_tokens_forget(token.key_hash)
         if changed:
             journal.write(
                 type=EventType.TOKEN_REVOKED,

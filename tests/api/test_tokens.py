@@ -88,6 +88,28 @@ def test_a_revoked_or_unknown_key_authenticates_nobody():
     assert token_for_key(issued.key) is None
 
 
+def test_a_revocation_by_another_process_is_obeyed_within_the_cache_seconds(settings):
+    settings.CAUTERWEB_TOKEN_CACHE_SECONDS = 2
+    issued = token_create(name="repair-bot", role="agent", actor="cli")
+    start = timezone.now()
+    with freeze_time(start):
+        assert token_for_key(issued.key).name == "repair-bot"
+    # As another process revokes: straight in the table, this process's cache untouched.
+    ApiToken.objects.update(revoked_at=start)
+    with freeze_time(start + timedelta(seconds=1)):
+        assert token_for_key(issued.key).name == "repair-bot"
+    with freeze_time(start + timedelta(seconds=2)):
+        assert token_for_key(issued.key) is None
+
+
+def test_with_no_cache_seconds_every_lookup_reads_the_table(settings):
+    settings.CAUTERWEB_TOKEN_CACHE_SECONDS = 0
+    issued = token_create(name="repair-bot", role="agent", actor="cli")
+    assert token_for_key(issued.key).name == "repair-bot"
+    ApiToken.objects.update(revoked_at=timezone.now())
+    assert token_for_key(issued.key) is None
+
+
 def test_last_used_at_is_written_at_most_once_a_minute():
     issued = token_create(name="repair-bot", role="agent", actor="cli")
     start = timezone.now()

@@ -231,6 +231,22 @@ def test_a_repeated_id_in_a_later_chunk_names_its_first_line(small_chunks):
     ]
 
 
+def test_repeats_found_by_the_primary_key_are_all_named_and_nothing_is_written(small_chunks):
+    # Into an empty corpus the first chunks go in unchecked; the first repeat meets the
+    # primary key, its chunk is undone, and from then on every chunk is checked.
+    ids = ["F-000", "F-001", "F-002", "F-003", "F-004", "F-005", "F-001", "F-006", "F-003"]
+    lines = jsonl(*(trajectory(i) for i in [*ids, "F-004", "F-007"]))
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [str(e) for e in exc.value.errors] == [
+        "line 7, field 'id': 'F-001' already appears on line 2",
+        "line 9, field 'id': 'F-003' already appears on line 4",
+        "line 10, field 'id': 'F-004' already appears on line 5",
+    ]
+    assert not Trajectory.objects.exists()
+    assert not TrajectoryAtom.objects.exists()
+
+
 def test_an_awkward_id_repeated_in_a_later_chunk_names_its_first_line(small_chunks):
     odd = 'F-"quoted" \\ é\t€'
     lines = jsonl(trajectory(odd), *(trajectory(f"F-{i:03d}") for i in range(3)), trajectory(odd))
