@@ -410,9 +410,10 @@ def eval_rows() -> list[dict]:
     return [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()]
 
 
-# blind_a and blind_b, scored once, now train; blind_c and blind_d are held out (train.py).
+# blind_a to blind_d, each scored once, now train; blind_e and blind_f are held out
+# (train.HELD_OUT).
 SPLITS = {"dev", "heldout", "fresh", "fresh2", "train_a", "train_b"}
-SPLITS |= {"blind_a", "blind_b", "blind_c", "blind_d"}
+SPLITS |= {"blind_a", "blind_b", "blind_c", "blind_d", "blind_e", "blind_f"}
 
 
 def test_the_eval_set_is_large_varied_and_well_formed():
@@ -526,3 +527,15 @@ def test_the_score_is_a_probability_above_one_half_for_the_same_rule_only():
     )
     assert min(copy, rewording) > 0.5 > other >= 0.0
     assert max(copy, rewording) <= 1.0
+
+
+def test_the_held_out_splits_are_in_the_data_and_over_domains_no_other_split_has():
+    from comparison.train import HELD_OUT
+
+    rows = eval_rows()
+    for split in HELD_OUT:
+        held = [r for r in rows if r["split"] == split]
+        others = {r["domain"] for r in rows if r["split"] != split}
+        assert len(held) >= 150
+        assert len({r["category"] for r in held}) >= 10
+        assert not {r["domain"] for r in held} & others
