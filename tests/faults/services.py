@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,17 +49,25 @@ class Server:
     def __init__(self, env: dict, *, workers: int = 1, threads: int = 4):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # stderr to a file, not a pipe: a pipe nobody reads until the end fills (64 KB of
+        # warnings about lost connections) and then blocks the server's logging, and with it
+        # the request being answered.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (open while the server runs; `stop` closes it)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "cauterweb.wsgi", "--bind",
              f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
              "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log,
         )  # fmt: skip
         wait_until(self._answers, timeout_s=60, what="gunicorn to answer")
 
+    def _logged(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
     def _answers(self) -> bool:
         if self.proc.poll() is not None:
-            raise RuntimeError(f"gunicorn exited: {self.proc.stderr.read().decode()[-2000:]}")
+            raise RuntimeError(f"gunicorn exited: {self._logged()[-2000:]}")
         try:
             return httpx.get(f"{self.url}/api/v1/openapi.json", timeout=2).status_code == 200
         except httpx.HTTPError:
@@ -68,11 +77,13 @@ class Server:
         """Stop it; what it wrote on stderr (tracebacks of unhandled errors land there)."""
         self.proc.send_signal(signal.SIGTERM)
         try:
-            _, err = self.proc.communicate(timeout=20)
+            self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
-        return err.decode(errors="replace")
+            self.proc.wait()
+        logged = self._logged()
+        self.log.close()
+        return logged
 
 
 def start_worker(env: dict, name: str) -> subprocess.Popen:
