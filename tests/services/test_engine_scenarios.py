@@ -505,14 +505,14 @@ def test_repeated_validate_is_idempotent():  # semantics §3, §9.4
 
 
 @pytest.mark.parametrize(
-    ("fresh_s", "calls"),
+    ("fresh_s", "expected"),
     [
         (0.0, ["F-1"]),  # its selection made after the retirement: never replayed
         (60.0, ["F-1", "F-1"]),  # selected with R-1's chunk before it: replayed, not written
     ],
 )
 def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
-    registry_seeded, monkeypatch, fresh_s, calls
+    registry_seeded, monkeypatch, fresh_s, expected
 ):  # semantics §3, §9.5
     from replay import rounds
 
@@ -533,7 +533,7 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
     assert r2.state == "retired" and r2.verdict_reason == "wrong"
     assert [e.type for e in events("R-2") if e.round_id == vround.pk] == []
     assert vround.summary["skipped"] == 1
-    assert calls == CALLS
+    assert expected == CALLS
 
 
 def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(
@@ -628,12 +628,23 @@ def test_the_baseline_is_the_active_rules_as_the_round_started():  # semantics �
     assert seen == [("R-1", ["R-1"]), ("R-2", ["R-2"]), ("R-3", ["R-1", "R-2", "R-3"])]
 
 
-def test_a_failing_case_recorded_during_a_replay_is_replayed_for_the_next_candidate(
-    registry_seeded, monkeypatch
-):  # semantics §7.1: a candidate reached once its chunk's selection is stale selects afresh
+@pytest.mark.parametrize(
+    ("fresh_s", "expected"),
+    [
+        # semantics §7.1: a candidate reached once its chunk's selection is stale selects afresh
+        (0.0, ["F-1", "F-1", "F-2", "F-1"]),
+        # one statement selects for the chunk; a case recorded after it waits for the next one
+        (None, ["F-1", "F-1", "F-1"]),
+    ],
+    ids=["selection-stale", "selection-fresh"],
+)
+def test_a_failing_case_recorded_during_a_replay_is_replayed_once_a_selection_sees_it(
+    registry_seeded, monkeypatch, fresh_s, expected
+):
     from replay import rounds
 
-    monkeypatch.setattr(rounds, "SELECTION_FRESH_S", 0.0)
+    if fresh_s is not None:
+        monkeypatch.setattr(rounds, "SELECTION_FRESH_S", fresh_s)
     corpus(failing("F-1", minutes=1))
     rule("R-0")
     rule("R-1", directive="another directive")
@@ -646,25 +657,7 @@ def test_a_failing_case_recorded_during_a_replay_is_replayed_for_the_next_candid
 
     SCRIPT["F-1"] = a_new_failure_arrives
     round_run()
-    assert CALLS == ["F-1", "F-1", "F-2", "F-1"]
-
-
-def test_candidates_reached_while_their_chunks_selection_is_fresh_replay_what_it_chose(
-    registry_seeded,
-):  # one statement selects for the chunk; a case recorded after it waits for the next one
-    corpus(failing("F-1", minutes=1))
-    rule("R-0")
-    rule("R-1", directive="another directive")
-    rule("R-2", directive="a third directive")
-
-    def a_new_failure_arrives(case, context):
-        if case.rule["id"] == "R-1":
-            corpus(failing("F-2", minutes=2))
-        return read_and_return(task_completion=0.9)(case, context)
-
-    SCRIPT["F-1"] = a_new_failure_arrives
-    round_run()
-    assert CALLS == ["F-1", "F-1", "F-1"]  # R-2's selection was made before F-2 arrived
+    assert expected == CALLS
 
 
 @pytest.mark.django_db
