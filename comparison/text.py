@@ -462,13 +462,9 @@ def _american(word: str) -> str:
         return word if word[: at + 3] in _OUR_WORDS else word[:at] + "or" + word[at + 3 :]
     ending = _ENDINGS.search(word)
     at = ending.start() if ending else len(word)
-    if (
-        word[at - 2 : at] not in ("is", "ys")
-        or word[:at] + "e" in _ISE_WORDS
-        or word[:at] in _ISE_WORDS
-    ):
-        return word
-    if (word[: at + 1] if word[at : at + 1] == "e" else word[:at] + "e") in _ISE_WORDS:
+    # "organis|ed" → "organiz|ed", unless the stem is a word that ends so in American too
+    # ("advis|ed" is "advise" + "d").
+    if word[at - 2 : at] not in ("is", "ys") or word[:at] + "e" in _ISE_WORDS:
         return word
     return word[: at - 1] + "z" + word[at:]
 

@@ -5,6 +5,7 @@ Pure functions: no database, no Django settings needed.
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -392,8 +393,6 @@ def test_a_contraction_is_the_same_rule_as_its_two_words():
 def _trivially_rewritten(text: str) -> str:
     """What a writer copying a rule may change without changing it: an example introduced
     another way, the quotation marks, a capital and a full stop."""
-    import re
-
     text = re.sub(r"\bsuch as\b", "like", text)
     text = re.sub(r"'([^']+)'", r'"\1"', text) if "n't" not in text else text
     return text[:1].upper() + text[1:] + "."
