@@ -15,9 +15,9 @@ from datetime import datetime
 from django.db import connection, connections, transaction
 
 from lifecycle import journal
-from lifecycle.bulk import insert_many, update_from_values
+from lifecycle.bulk import insert_rows, update_from_values
 from lifecycle.journal import EventType
-from lifecycle.models import JournalEvent, Rule, RuleRead, RuleState
+from lifecycle.models import Rule, RuleRead, RuleState
 from lifecycle.services.rules import Decision, rules_decide
 from lifecycle.states import Action, Actor
 
@@ -71,12 +71,10 @@ def verdicts_write(
         # What the replays read and showed is a fact of their sessions, kept for a skipped
         # rule too.
         runs = [o.run for o in outcomes if o.run is not None]
-        insert_many(
-            [
-                RuleRead(session_id=sid, rule_id=rid, at=now, via="replay")
-                for run in runs
-                for sid, rid in run.reads
-            ]
+        insert_rows(
+            RuleRead,
+            ("session_id", "rule_id", "at", "via"),
+            [(sid, rid, now, "replay") for run in runs for sid, rid in run.reads],
         )
         _store_samples(runs, round_id, now)
         if decisions:
@@ -93,36 +91,47 @@ def _store_samples(runs: list[CandidateRun], round_id: int, now: datetime) -> No
         return
     from .models import ReplaySample
 
-    insert_many(
+    insert_rows(
+        ReplaySample,
+        (
+            "rule_id",
+            "case_id",
+            "arm",
+            "repeat",
+            "round_id",
+            "outcome",
+            "metrics",
+            "candidate_read",
+            "replay_session",
+            "created_at",
+        ),
         [
-            ReplaySample(
-                rule_id=rule_id,
-                case_id=e["case"],
-                arm=e["arm"],
-                repeat=e["repeat"],
-                round_id=round_id,
-                outcome=engine.INCONCLUSIVE
-                if e["outcome"] == engine.ENGINE_DEFECT
-                else e["outcome"],
-                metrics=e["metrics"] if e["outcome"] == engine.SCORED else {},
-                candidate_read=e["candidate_read"],
-                replay_session=e["replay_session"][:160],
-                created_at=now,
+            (
+                rule_id,
+                e["case"],
+                e["arm"],
+                e["repeat"],
+                round_id,
+                engine.INCONCLUSIVE if e["outcome"] == engine.ENGINE_DEFECT else e["outcome"],
+                e["metrics"] if e["outcome"] == engine.SCORED else {},
+                e["candidate_read"],
+                e["replay_session"][:160],
+                now,
             )
             for rule_id, e in rows
-        ]
+        ],
     )
 
 
 def _event(
     type_: EventType, o: Outcome, round_id: int, at: datetime, evidence: dict
-) -> JournalEvent:
+) -> journal.Event:
     return journal.event(
         type=type_, at=at, rule_id=o.rule.id, round_id=round_id, actor=ENGINE, evidence=evidence
     )
 
 
-def _events(o: Outcome, round_id: int, now: datetime) -> list[JournalEvent]:
+def _events(o: Outcome, round_id: int, now: datetime) -> list[journal.Event]:
     cases = o.run.ordered_evidence() if o.run else []
     verdict = {
         "outcome": o.verdict.outcome,
