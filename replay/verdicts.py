@@ -66,7 +66,7 @@ def verdicts_write(
             )
         events = [e for o in kept for e in _events(o, round_id, now)]
         decisions = [_decision(o) for o in kept if o.verdict.outcome != "pending"]
-        _bookkeeping(kept, now)
+        _bookkeeping([o for o in kept if o.verdict.outcome == "pending"], now)
         journal.write_many(events)
         # What the replays read and showed is a fact of their sessions, kept for a skipped
         # rule too.
@@ -188,32 +188,40 @@ def _decision(o: Outcome) -> Decision:
     if validator == engine.REPLAY and o.run is not None and o.run.is_paired:
         evidence["paired"] = _paired_evidence(o)
     action = Action.PROMOTE if o.verdict.outcome == "promote" else Action.RETIRE
-    return Decision(o.rule.id, action, o.verdict.reason, evidence, validator)
+    return Decision(
+        o.rule.id,
+        action,
+        o.verdict.reason,
+        evidence,
+        validator,
+        attempts_spent=int(o.attempt_spent),
+        attempted=True,
+    )
 
 
-def _bookkeeping(outcomes: list[Outcome], now: datetime) -> None:
-    """The candidates' own fields, in one statement: each pending candidate keeps its own
-    reason (a replay's names its case). A decided rule's reason and state are
-    `rules_decide`'s to write."""
-    rows = []
-    for o in outcomes:
-        pending = o.verdict.outcome == "pending"
-        reason = (o.verdict.reason or "") if pending else ""
-        pending_reason = (o.verdict.pending_reason or "") if pending else ""
-        rows.append(
-            (o.rule.id, o.verdict.validator, int(o.attempt_spent), pending, pending_reason, reason)
-        )
+def _bookkeeping(pending: list[Outcome], now: datetime) -> None:
+    """The pending candidates' own fields, in one statement: each keeps its own reason (a
+    replay's names its case). A decided candidate's are written with its decision, in the
+    one row write of `rules_decide`."""
     update_from_values(
         Rule,
-        columns=("id", "validator", "spent", "pending", "pending_reason", "reason"),
-        rows=rows,
+        columns=("id", "validator", "spent", "pending_reason", "reason"),
+        rows=[
+            (
+                o.rule.id,
+                o.verdict.validator,
+                int(o.attempt_spent),
+                o.verdict.pending_reason or "",
+                o.verdict.reason or "",
+            )
+            for o in pending
+        ],
         assignments={
             "first_attempted_at": "COALESCE({table}.first_attempted_at, %s)",
             "last_validator": "v.validator",
             "replay_attempts": "{table}.replay_attempts + v.spent",
-            "pending_reason": "CASE WHEN v.pending THEN v.pending_reason "
-            "ELSE {table}.pending_reason END",
-            "verdict_reason": "CASE WHEN v.pending THEN v.reason ELSE {table}.verdict_reason END",
+            "pending_reason": "v.pending_reason",
+            "verdict_reason": "v.reason",
         },
         params=[connection.ops.adapt_datetimefield_value(now)],
     )
