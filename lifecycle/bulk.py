@@ -32,11 +32,12 @@ from django.db.models import Model
 BATCH = 500
 
 
-class NotEveryColumn(ValueError):
-    """`insert_rows` was not given exactly the model's columns."""
+class BadColumns(ValueError):
+    """`insert_rows` was not given every column of the model once, or was given one whose value
+    a save computes (`auto_now`)."""
 
 
-# Fields whose value is stored as given: a save only checks its Python type.
+# Fields whose value a save sends as it is, given a value of the field's Python type.
 _AS_GIVEN = (
     models.CharField,
     models.TextField,
@@ -62,7 +63,7 @@ def _preparer(field: models.Field) -> Callable | None:
     if isinstance(field, _AS_GIVEN):
         return None
     if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-        raise NotEveryColumn(f"{field.name}: auto_now is a save's, not a value given")
+        raise BadColumns(f"{field.name}: auto_now is a save's, not a value given")
     last: list = [object(), None]
 
     # A batch's rows usually share one timestamp object: prepared once.
@@ -88,9 +89,7 @@ def insert_rows(model: type[Model], columns: Sequence[str], rows: Iterable[Seque
     }
     given = [f.column for f in fields]
     if len(given) != len(set(given)) or set(given) != expected:
-        raise NotEveryColumn(
-            f"{model.__name__}: columns {sorted(given)}, expected {sorted(expected)}"
-        )
+        raise BadColumns(f"{model.__name__}: columns {sorted(given)}, expected {sorted(expected)}")
     prepares = [(i, p) for i, f in enumerate(fields) if (p := _preparer(f)) is not None]
     if prepares:
         rows = (_prepared(row, prepares) for row in rows)

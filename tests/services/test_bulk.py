@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lifecycle.bulk import NotEveryColumn, insert_rows, update_from_values
+from lifecycle.bulk import BadColumns, insert_rows, update_from_values
 from lifecycle.models import JournalEvent, Rule, RuleRead
 from replay.models import ReplaySample
 from tests.builders import T0, candidate, make_round, make_trajectory
@@ -162,9 +162,9 @@ def test_insert_rows_stores_a_replay_sample_as_a_save_would():
 
 def test_insert_rows_refuses_anything_but_every_column_and_writes_nothing():
     candidate("R-1")
-    with pytest.raises(NotEveryColumn):
+    with pytest.raises(BadColumns):
         insert_rows(RuleRead, ("session_id", "rule_id", "at"), [("s", "R-1", T0)])
-    with pytest.raises(NotEveryColumn):
+    with pytest.raises(BadColumns):
         insert_rows(RuleRead, ("session_id", "rule_id", "rule", "at"), [("s", "R-1", "R-1", T0)])
     insert_rows(RuleRead, ("session_id", "rule_id", "at", "via"), [])
     assert not RuleRead.objects.exists()
