@@ -249,7 +249,7 @@ class Round:
         self.ready: list[Outcome] = []
         # The cases of the candidates replaying, by candidate: dropped when one concludes, so
         # what the round holds does not grow with its queue.
-        self.cases: dict[str, dict] = {}
+        self.cases_of: dict[str, dict] = {}
         self.wins: dict = {}
         self.selected: dict[str, list] = {}  # failing cases of candidates not reached yet
         self.selected_at = float("-inf")
@@ -322,7 +322,7 @@ class Round:
             )
             self.runs.pop(rule_id, None)
             self.todo.pop(rule_id, None)
-            self.cases.pop(rule_id, None)
+            self.cases_of.pop(rule_id, None)
 
     # --- dispatch, in queue order (semantics §9.2, §18) -----------------------------------------
 
@@ -354,7 +354,7 @@ class Round:
         if isinstance(self.pool, CeleryPool):
             self.pool.submit(job)
             return
-        rule, trajectory = self.rules[job.rule_id], self.cases[job.rule_id][job.case_id]
+        rule, trajectory = self.rules[job.rule_id], self.cases_of[job.rule_id][job.case_id]
         token = open_session(job, self.row.pk) if self.cfg.remote else ""
         context = context_for(job, actives=self.actives, rule=rule, cfg=self.cfg, token=token)
         self.pool.submit(job, cases.replay_case(trajectory, job.kind, rule), context)
@@ -391,7 +391,7 @@ class Round:
         # A rule a reviewer retired meanwhile selects no case; only then is it asked apart.
         if not outcome.run.cases and not _still_candidate(rule_id):
             self.summary["skipped"] += 1
-            self.cases.pop(rule_id, None)
+            self.cases_of.pop(rule_id, None)
             return
         jobs = outcome.run.next_batch()
         self.runs[rule_id] = (outcome.run, outcome)
@@ -405,7 +405,7 @@ class Round:
         wins = (
             cases.protected_wins(rule.scope, limit=cfg.max_wins, cache=self.wins) if failing else []
         )
-        self.cases[rule.id] = {t.id: t for t in failing + wins}
+        self.cases_of[rule.id] = {t.id: t for t in failing + wins}
         specs = [
             CaseSpec(t.id, kind, t.metrics, (*t.signature, *t.notices))
             for kind, group in (("failing", failing), ("win", wins))
@@ -476,7 +476,7 @@ class Round:
     def conclude(self, rule_id: str) -> None:
         run, outcome = self.runs.pop(rule_id)
         self.todo.pop(rule_id, None)
-        self.cases.pop(rule_id, None)
+        self.cases_of.pop(rule_id, None)
         outcome.replay = run.replay_verdict()
         if outcome.replay.outcome == "pending":
             # Evidence that arrived during the replays counts (semantics §9.5).
