@@ -1,9 +1,12 @@
 """Bulk writes below the ORM, for the engine's hot paths.
 
-`insert_many`: new rows by COPY on PostgreSQL. Django's bulk_create there sends each column as
-an array (INSERT … SELECT UNNEST), and quoting a JSON evidence body as an array element is
-done in Python, character class by character class: for a round's events it cost more than
-the database spent writing them.
+`insert_rows`: new rows given as plain tuples, by COPY on PostgreSQL. Django's bulk_create
+there sends each column as an array (INSERT … SELECT UNNEST), and quoting a JSON evidence body
+as an array element is done in Python, character class by character class: for a round's
+events it cost more than the database spent writing them. Nor are model instances built: a
+round writes thousands of rows a second, and an instance's construction and each field's
+preparation (`get_db_prep_save`) cost more than the row's COPY. Each column is prepared once
+per value the way its field would prepare it, so the stored row is the one a save writes.
 
 `update_from_values`: set-based UPDATE of many rows, each with its own values, in one
 statement per batch.
@@ -20,42 +23,106 @@ the primary key,
 which both databases run as one pass (SQLite ≥ 3.33 for UPDATE … FROM).
 """
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from django.db import connection
+from django.db import connection, models
 from django.db.models import Model
 
 BATCH = 500
 
 
-def insert_many(objs: Sequence[Model]) -> None:
-    """Insert new model instances of one model: COPY on PostgreSQL, `bulk_create` elsewhere.
-    Values go through each field's own preparation (`pre_save`, `get_db_prep_save`), as in a
-    save; primary keys are not read back."""
-    if not objs:
-        return
-    model = type(objs[0])
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create(objs, batch_size=BATCH * 4)
-        return
-    fields = [
-        f
+class BadColumns(ValueError):
+    """`insert_rows` was not given every column of the model once, or was given one whose value
+    a save computes (`auto_now`)."""
+
+
+# Fields whose value a save sends as it is, given a value of the field's Python type.
+_AS_GIVEN = (
+    models.CharField,
+    models.TextField,
+    models.IntegerField,
+    models.BooleanField,
+    models.FloatField,
+)
+
+
+def _preparer(field: models.Field) -> Callable | None:
+    """How a column's value becomes what a save would send; None: as given."""
+    if field.is_relation:
+        field = field.target_field
+    if isinstance(field, models.JSONField):
+        encoder = field.encoder
+
+        # Encoded once, to the text the database parses (on PostgreSQL the ORM's Jsonb
+        # adapter calls the same `json.dumps`); None is SQL NULL, as in a save.
+        def encode(value):
+            return None if value is None else json.dumps(value, cls=encoder)
+
+        return encode
+    if isinstance(field, _AS_GIVEN):
+        return None
+    if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+        raise BadColumns(f"{field.name}: auto_now is a save's, not a value given")
+    last: list = [object(), None]
+
+    # A batch's rows usually share one timestamp object: prepared once.
+    def prepare(value):
+        if value is not last[0]:
+            last[:] = [value, field.get_db_prep_save(value, connection)]
+        return last[1]
+
+    return prepare
+
+
+def insert_rows(model: type[Model], columns: Sequence[str], rows: Iterable[Sequence]) -> None:
+    """Insert new rows of `model`, each a tuple of values for `columns` (field names, or
+    attnames such as `rule_id`), which must be every column but the auto primary key: COPY
+    on PostgreSQL, elsewhere one prepared INSERT run for every row (SQLite runs in process).
+    Values are those a model instance would hold before a save (no field's `pre_save` runs);
+    primary keys are not read back."""
+    fields = [model._meta.get_field(name) for name in columns]
+    expected = {
+        f.column
         for f in model._meta.concrete_fields
         if not f.generated and f is not model._meta.auto_field
-    ]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    table = connection.ops.quote_name(model._meta.db_table)
+    }
+    given = [f.column for f in fields]
+    if len(given) != len(set(given)) or set(given) != expected:
+        raise BadColumns(f"{model.__name__}: columns {sorted(given)}, expected {sorted(expected)}")
+    prepares = [(i, p) for i, f in enumerate(fields) if (p := _preparer(f)) is not None]
+    if prepares:
+        rows = (_prepared(row, prepares) for row in rows)
+    quote = connection.ops.quote_name
+    table, names = quote(model._meta.db_table), ", ".join(quote(c) for c in given)
+    if connection.vendor != "postgresql":
+        rows = list(rows)
+        if rows:
+            marks = ", ".join(["%s"] * len(given))
+            with connection.cursor() as cursor:
+                cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+        return
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:
+        return
     # COPY is psycopg's own API, outside Django's cursor wrapper: without wrap_database_errors a
     # connection lost mid-COPY escapes as a psycopg error instead of Django's OperationalError.
     with (
         connection.wrap_database_errors,
         connection.cursor() as cursor,
-        cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+        cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy,
     ):
-        for obj in objs:
-            copy.write_row(
-                [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
-            )
+        copy.write_row(first)
+        for row in rows:
+            copy.write_row(row)
+
+
+def _prepared(row: Sequence, prepares: list[tuple[int, Callable]]) -> list:
+    row = list(row)
+    for i, prepare in prepares:
+        row[i] = prepare(row[i])
+    return row
 
 
 def update_from_values(

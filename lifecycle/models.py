@@ -299,7 +299,9 @@ class RuleRead(models.Model):
     """One rule returned by the rule tool to one session (semantics §5): recorded per read."""
 
     session_id = models.CharField(max_length=128)
-    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="reads")
+    # No index of its own: `ruleread_rule_at` leads with the rule, and a round writes
+    # thousands of reads a second (each index is one more insert per row).
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="reads", db_index=False)
     at = models.DateTimeField()
     # "api" (a live agent), "report" (declared in a report's rules_read) or "replay".
     via = models.CharField(max_length=16, default="api")
@@ -335,8 +337,15 @@ class JournalEvent(models.Model):
 
     type = models.CharField(max_length=64)
     at = models.DateTimeField()
+    # No index of its own: `journal_rule_at` leads with the rule, and a round writes six
+    # events a candidate (each index is one more insert per row).
     rule = models.ForeignKey(
-        Rule, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+        Rule,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="events",
+        db_index=False,
     )
     # A plain number, not a foreign key: lifecycle must not depend on the replay app.
     round_id = models.PositiveIntegerField(null=True, blank=True)

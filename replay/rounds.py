@@ -14,12 +14,14 @@ first replay, its share of a case selection made for a chunk of the queue, and i
 write.
 """
 
+import gc
 import logging
 import os
 import socket
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from itertools import islice
 
@@ -245,7 +247,9 @@ class Round:
         self.runs: dict[str, tuple[CandidateRun, Outcome]] = {}  # replaying, in queue order
         self.todo: dict[str, deque[Job]] = {}
         self.ready: list[Outcome] = []
-        self.trajectories: dict = {}
+        # The cases of the candidates replaying, by candidate: dropped when one concludes, so
+        # what the round holds does not grow with its queue.
+        self.cases_of: dict[str, dict] = {}
         self.wins: dict = {}
         self.selected: dict[str, list] = {}  # failing cases of candidates not reached yet
         self.selected_at = float("-inf")
@@ -268,6 +272,11 @@ class Round:
                 r for r in self.rules.values() if r.replay_attempts < self.cfg.max_attempts
             ]
             self.atoms = cases.atom_counts(replaying)
+        with _collector_spared():
+            self.walk()
+
+    def walk(self) -> None:
+        """Dispatch in queue order, score what comes back, hand ready verdicts to the writer."""
         self.pool = _pool(self.cfg, self.row.pk)
         # Inline on SQLite (one writer at a time), and inside a caller's transaction, whose
         # rows only this connection sees.
@@ -313,6 +322,7 @@ class Round:
             )
             self.runs.pop(rule_id, None)
             self.todo.pop(rule_id, None)
+            self.cases_of.pop(rule_id, None)
 
     # --- dispatch, in queue order (semantics §9.2, §18) -----------------------------------------
 
@@ -344,7 +354,7 @@ class Round:
         if isinstance(self.pool, CeleryPool):
             self.pool.submit(job)
             return
-        rule, trajectory = self.rules[job.rule_id], self.trajectories[job.case_id]
+        rule, trajectory = self.rules[job.rule_id], self.cases_of[job.rule_id][job.case_id]
         token = open_session(job, self.row.pk) if self.cfg.remote else ""
         context = context_for(job, actives=self.actives, rule=rule, cfg=self.cfg, token=token)
         self.pool.submit(job, cases.replay_case(trajectory, job.kind, rule), context)
@@ -381,6 +391,7 @@ class Round:
         # A rule a reviewer retired meanwhile selects no case; only then is it asked apart.
         if not outcome.run.cases and not _still_candidate(rule_id):
             self.summary["skipped"] += 1
+            self.cases_of.pop(rule_id, None)
             return
         jobs = outcome.run.next_batch()
         self.runs[rule_id] = (outcome.run, outcome)
@@ -394,7 +405,7 @@ class Round:
         wins = (
             cases.protected_wins(rule.scope, limit=cfg.max_wins, cache=self.wins) if failing else []
         )
-        self.trajectories.update({t.id: t for t in failing + wins})
+        self.cases_of[rule.id] = {t.id: t for t in failing + wins}
         specs = [
             CaseSpec(t.id, kind, t.metrics, (*t.signature, *t.notices))
             for kind, group in (("failing", failing), ("win", wins))
@@ -465,6 +476,7 @@ class Round:
     def conclude(self, rule_id: str) -> None:
         run, outcome = self.runs.pop(rule_id)
         self.todo.pop(rule_id, None)
+        self.cases_of.pop(rule_id, None)
         outcome.replay = run.replay_verdict()
         if outcome.replay.outcome == "pending":
             # Evidence that arrived during the replays counts (semantics §9.5).
@@ -535,6 +547,20 @@ class Round:
         except DatabaseError:
             # For people watching only: a harness holding the database (SQLite) delays it.
             logger.info("round %s: progress not written this time", self.row.pk)
+
+
+@contextmanager
+def _collector_spared() -> Iterator[None]:
+    """Objects alive when the walk starts (the process's own, the queue's rules) are frozen
+    until it ends, so a full collection walks only what the round made since: it walked
+    them all again and again. The collector stays on, unlike an import's
+    (`lifecycle.services.corpus`): a round lasts as long as its replays, and the cycles it
+    makes meanwhile must still be freed."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _still_candidate(rule_id: str) -> bool:

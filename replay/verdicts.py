@@ -15,9 +15,9 @@ from datetime import datetime
 from django.db import connection, connections, transaction
 
 from lifecycle import journal
-from lifecycle.bulk import insert_many, update_from_values
+from lifecycle.bulk import insert_rows, update_from_values
 from lifecycle.journal import EventType
-from lifecycle.models import JournalEvent, Rule, RuleRead, RuleState
+from lifecycle.models import Rule, RuleRead, RuleState
 from lifecycle.services.rules import Decision, rules_decide
 from lifecycle.states import Action, Actor
 
@@ -66,17 +66,15 @@ def verdicts_write(
             )
         events = [e for o in kept for e in _events(o, round_id, now)]
         decisions = [_decision(o) for o in kept if o.verdict.outcome != "pending"]
-        _bookkeeping(kept, now)
+        _bookkeeping([o for o in kept if o.verdict.outcome == "pending"], now)
         journal.write_many(events)
         # What the replays read and showed is a fact of their sessions, kept for a skipped
         # rule too.
         runs = [o.run for o in outcomes if o.run is not None]
-        insert_many(
-            [
-                RuleRead(session_id=sid, rule_id=rid, at=now, via="replay")
-                for run in runs
-                for sid, rid in run.reads
-            ]
+        insert_rows(
+            RuleRead,
+            ("session_id", "rule_id", "at", "via"),
+            [(sid, rid, now, "replay") for run in runs for sid, rid in run.reads],
         )
         _store_samples(runs, round_id, now)
         if decisions:
@@ -93,36 +91,47 @@ def _store_samples(runs: list[CandidateRun], round_id: int, now: datetime) -> No
         return
     from .models import ReplaySample
 
-    insert_many(
+    insert_rows(
+        ReplaySample,
+        (
+            "rule_id",
+            "case_id",
+            "arm",
+            "repeat",
+            "round_id",
+            "outcome",
+            "metrics",
+            "candidate_read",
+            "replay_session",
+            "created_at",
+        ),
         [
-            ReplaySample(
-                rule_id=rule_id,
-                case_id=e["case"],
-                arm=e["arm"],
-                repeat=e["repeat"],
-                round_id=round_id,
-                outcome=engine.INCONCLUSIVE
-                if e["outcome"] == engine.ENGINE_DEFECT
-                else e["outcome"],
-                metrics=e["metrics"] if e["outcome"] == engine.SCORED else {},
-                candidate_read=e["candidate_read"],
-                replay_session=e["replay_session"][:160],
-                created_at=now,
+            (
+                rule_id,
+                e["case"],
+                e["arm"],
+                e["repeat"],
+                round_id,
+                engine.INCONCLUSIVE if e["outcome"] == engine.ENGINE_DEFECT else e["outcome"],
+                e["metrics"] if e["outcome"] == engine.SCORED else {},
+                e["candidate_read"],
+                e["replay_session"][:160],
+                now,
             )
             for rule_id, e in rows
-        ]
+        ],
     )
 
 
 def _event(
     type_: EventType, o: Outcome, round_id: int, at: datetime, evidence: dict
-) -> JournalEvent:
+) -> journal.Event:
     return journal.event(
         type=type_, at=at, rule_id=o.rule.id, round_id=round_id, actor=ENGINE, evidence=evidence
     )
 
 
-def _events(o: Outcome, round_id: int, now: datetime) -> list[JournalEvent]:
+def _events(o: Outcome, round_id: int, now: datetime) -> list[journal.Event]:
     cases = o.run.ordered_evidence() if o.run else []
     verdict = {
         "outcome": o.verdict.outcome,
@@ -179,32 +188,40 @@ def _decision(o: Outcome) -> Decision:
     if validator == engine.REPLAY and o.run is not None and o.run.is_paired:
         evidence["paired"] = _paired_evidence(o)
     action = Action.PROMOTE if o.verdict.outcome == "promote" else Action.RETIRE
-    return Decision(o.rule.id, action, o.verdict.reason, evidence, validator)
+    return Decision(
+        o.rule.id,
+        action,
+        o.verdict.reason,
+        evidence,
+        validator,
+        attempts_spent=int(o.attempt_spent),
+        attempted=True,
+    )
 
 
-def _bookkeeping(outcomes: list[Outcome], now: datetime) -> None:
-    """The candidates' own fields, in one statement: each pending candidate keeps its own
-    reason (a replay's names its case). A decided rule's reason and state are
-    `rules_decide`'s to write."""
-    rows = []
-    for o in outcomes:
-        pending = o.verdict.outcome == "pending"
-        reason = (o.verdict.reason or "") if pending else ""
-        pending_reason = (o.verdict.pending_reason or "") if pending else ""
-        rows.append(
-            (o.rule.id, o.verdict.validator, int(o.attempt_spent), pending, pending_reason, reason)
-        )
+def _bookkeeping(pending: list[Outcome], now: datetime) -> None:
+    """The pending candidates' own fields, in one statement: each keeps its own reason (a
+    replay's names its case). A decided candidate's are written with its decision, in the
+    one row write of `rules_decide`."""
     update_from_values(
         Rule,
-        columns=("id", "validator", "spent", "pending", "pending_reason", "reason"),
-        rows=rows,
+        columns=("id", "validator", "spent", "pending_reason", "reason"),
+        rows=[
+            (
+                o.rule.id,
+                o.verdict.validator,
+                int(o.attempt_spent),
+                o.verdict.pending_reason or "",
+                o.verdict.reason or "",
+            )
+            for o in pending
+        ],
         assignments={
             "first_attempted_at": "COALESCE({table}.first_attempted_at, %s)",
             "last_validator": "v.validator",
             "replay_attempts": "{table}.replay_attempts + v.spent",
-            "pending_reason": "CASE WHEN v.pending THEN v.pending_reason "
-            "ELSE {table}.pending_reason END",
-            "verdict_reason": "CASE WHEN v.pending THEN v.reason ELSE {table}.verdict_reason END",
+            "pending_reason": "v.pending_reason",
+            "verdict_reason": "v.reason",
         },
         params=[connection.ops.adapt_datetimefield_value(now)],
     )

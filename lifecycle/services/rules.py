@@ -188,6 +188,11 @@ class Decision:
     reason: str
     evidence: dict = field(default_factory=dict)
     validator: str = ""
+    # A round's bookkeeping of the attempt that decided, written in the decision's own row
+    # write: the replay attempts it spent, and that the engine attempted the rule (its
+    # `first_attempted_at` is set once).
+    attempts_spent: int = 0
+    attempted: bool = False
 
 
 def rules_decide(
@@ -223,10 +228,10 @@ def rules_decide(
             rule.state, rule.pending_reason = target, ""
             rule.decided_at, rule.verdict_reason = now, decision.reason
             rule.last_validator = decision.validator or rule.last_validator
-            moved.append(rule)
+            moved.append((rule, decision))
         _write_states(moved, now)
         journal.write_many(events)
-    return {rule.id for rule in moved}
+    return {rule.id for rule, _ in moved}
 
 
 def _decision_event(decision: Decision, rule: Rule, target: str, actor, round_id, now):
@@ -240,20 +245,27 @@ def _decision_event(decision: Decision, rule: Rule, target: str, actor, round_id
     )
 
 
-def _write_states(moved: list[Rule], now: datetime) -> None:
+def _write_states(moved: list[tuple[Rule, Decision]], now: datetime) -> None:
     """One statement for the lot, each rule with its own reason (a replay's names its case)."""
+    at = connection.ops.adapt_datetimefield_value(now)
     update_from_values(
         Rule,
-        columns=("id", "state", "verdict_reason", "last_validator"),
-        rows=[(r.id, r.state, r.verdict_reason, r.last_validator) for r in moved],
+        columns=("id", "state", "verdict_reason", "last_validator", "spent", "attempted"),
+        rows=[
+            (r.id, r.state, r.verdict_reason, r.last_validator, d.attempts_spent, d.attempted)
+            for r, d in moved
+        ],
         assignments={
             "state": "v.state",
             "pending_reason": "''",
             "decided_at": "%s",
             "verdict_reason": "v.verdict_reason",
             "last_validator": "v.last_validator",
+            "replay_attempts": "{table}.replay_attempts + v.spent",
+            "first_attempted_at": "CASE WHEN v.attempted "
+            "THEN COALESCE({table}.first_attempted_at, %s) ELSE {table}.first_attempted_at END",
         },
-        params=[connection.ops.adapt_datetimefield_value(now)],
+        params=[at, at],
     )
 
 

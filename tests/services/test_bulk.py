@@ -7,9 +7,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lifecycle.bulk import insert_many, update_from_values
+from lifecycle.bulk import BadColumns, insert_rows, update_from_values
 from lifecycle.models import JournalEvent, Rule, RuleRead
-from tests.builders import T0, candidate
+from replay.models import ReplaySample
+from tests.builders import T0, candidate, make_round, make_trajectory
 
 pytestmark = pytest.mark.django_db
 
@@ -59,37 +60,124 @@ def test_an_update_is_one_statement_per_batch(django_assert_num_queries):
         assert update_from_values(Rule, columns=("id",), rows=[], assignments={}) == 0
 
 
-def test_insert_many_writes_what_a_save_would():
-    candidate("R-1")
-    before = JournalEvent.objects.count()
-    evidence = {"quote": 'a "quoted" \\ word', "tab": "a\tb", "nested": [1, {"x": None}]}
-    insert_many(
-        [
-            JournalEvent(
-                type="validation_verdict", at=T0, rule_id="R-1", actor="engine", evidence=evidence
-            ),
-            JournalEvent(
-                type="validation_verdict", at=T0 + timedelta(seconds=1), actor="engine", evidence={}
-            ),
-        ]
+# JSON a save and a COPY might write differently: quotes, backslashes, control and non-ASCII
+# characters, floats, big and negative numbers, nulls, nesting, an empty body.
+EVIDENCE = {
+    "quote": 'a "quoted" \\ word',
+    "tab": "a\tb\nc\r",
+    "accents": "café ☃ 𝄞",
+    "numbers": [0.1, 1e-07, -3, 2**62, 2.5],
+    "nested": [1, {"x": None, "y": True}],
+    "empty": {},
+}
+MOMENT = T0 + timedelta(microseconds=123456)
+
+
+def _stored(model, pks) -> list[tuple]:
+    """The rows as the database holds them, every column but the id, in `pks`' order: the
+    JSON as its text, the times as the database gives them back."""
+    columns = [f.column for f in model._meta.concrete_fields if f is not model._meta.auto_field]
+    quote = connection.ops.quote_name
+    select = ", ".join(
+        f"{quote(c)}::text" if connection.vendor == "postgresql" else quote(c) for c in columns
     )
-    insert_many([RuleRead(session_id="s\\1", rule_id="R-1", at=T0, via="replay")])
-    insert_many([])
-    events = list(JournalEvent.objects.order_by("id")[before:])
-    assert [(e.type, e.rule_id, e.at, e.evidence) for e in events] == [
-        ("validation_verdict", "R-1", T0, evidence),
-        ("validation_verdict", None, T0 + timedelta(seconds=1), {}),
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, {select} FROM {quote(model._meta.db_table)} WHERE id IN "
+            f"({', '.join(['%s'] * len(pks))})",
+            list(pks),
+        )
+        by_id = {row[0]: row[1:] for row in cursor.fetchall()}
+    return [by_id[pk] for pk in pks]
+
+
+def _new_ids(model, before: set) -> list:
+    return sorted(set(model.objects.values_list("id", flat=True)) - before)
+
+
+def _as_saved_and_as_inserted(
+    model, columns: tuple, rows: list[tuple], *, unique: bool = False
+) -> tuple[list, list]:
+    """The same rows written by a save and by `insert_rows`, as stored; `unique`: rows the
+    table holds once, so the saved ones are deleted before the insert."""
+    saved = []
+    for row in rows:
+        obj = model(**dict(zip(columns, row, strict=True)))
+        obj.save(force_insert=True)
+        saved.append(obj.pk)
+    as_saved = _stored(model, saved)
+    if unique:
+        model.objects.filter(pk__in=saved).delete()
+    before = set(model.objects.values_list("id", flat=True))
+    insert_rows(model, columns, rows)
+    return as_saved, _stored(model, _new_ids(model, before))
+
+
+def test_insert_rows_stores_what_a_save_would():
+    candidate("R-1")
+    rows = [
+        ("validation_verdict", MOMENT, "R-1", 7, "engine", EVIDENCE),
+        ("validation_verdict", T0, None, None, "reviewer:ann", {}),
     ]
-    read = RuleRead.objects.get()
-    assert (read.session_id, read.rule_id, read.at, read.via) == ("s\\1", "R-1", T0, "replay")
+    saved, inserted = _as_saved_and_as_inserted(
+        JournalEvent, ("type", "at", "rule_id", "round_id", "actor", "evidence"), rows
+    )
+    assert inserted == saved
+    events = JournalEvent.objects.order_by("-id")[:2]
+    assert [(e.type, e.rule_id, e.at, e.evidence) for e in reversed(events)] == [
+        ("validation_verdict", "R-1", MOMENT, EVIDENCE),
+        ("validation_verdict", None, T0, {}),
+    ]
+    saved, inserted = _as_saved_and_as_inserted(
+        RuleRead, ("session_id", "rule_id", "at", "via"), [("s\\1\t", "R-1", MOMENT, "replay")]
+    )
+    assert inserted == saved
+
+
+def test_insert_rows_stores_a_replay_sample_as_a_save_would():
+    candidate("R-1")
+    make_trajectory("F-1")
+    vround = make_round(["R-1"])
+    columns = (
+        "rule_id",
+        "case_id",
+        "arm",
+        "repeat",
+        "round_id",
+        "outcome",
+        "metrics",
+        "candidate_read",
+        "replay_session",
+        "created_at",
+    )
+    rows = [
+        ("R-1", "F-1", "treatment", 0, vround.pk, "scored", EVIDENCE, True, "r1:F-1:t0", MOMENT),
+        ("R-1", "F-1", "control", 0, None, "inconclusive", {}, False, "", T0),
+    ]
+    saved, inserted = _as_saved_and_as_inserted(ReplaySample, columns, rows, unique=True)
+    assert inserted == saved
+    stored = ReplaySample.objects.order_by("id").values_list(*columns)
+    assert [tuple(r) for r in stored] == rows
+
+
+def test_insert_rows_refuses_anything_but_every_column_and_writes_nothing():
+    candidate("R-1")
+    with pytest.raises(BadColumns):
+        insert_rows(RuleRead, ("session_id", "rule_id", "at"), [("s", "R-1", T0)])
+    with pytest.raises(BadColumns):
+        insert_rows(RuleRead, ("session_id", "rule_id", "rule", "at"), [("s", "R-1", "R-1", T0)])
+    insert_rows(RuleRead, ("session_id", "rule_id", "at", "via"), [])
+    assert not RuleRead.objects.exists()
 
 
 @pytest.mark.postgres
-def test_insert_many_copies_on_postgresql():
+def test_insert_rows_copies_on_postgresql():
     candidate("R-1")
     with CaptureQueriesContext(connection) as ctx:
-        insert_many(
-            [RuleRead(session_id=f"s{i}", rule_id="R-1", at=T0, via="replay") for i in range(3000)]
+        insert_rows(
+            RuleRead,
+            ("session_id", "rule_id", "at", "via"),
+            [(f"s{i}", "R-1", T0, "replay") for i in range(3000)],
         )
     assert RuleRead.objects.count() == 3000
     assert [q["sql"] for q in ctx.captured_queries] == [

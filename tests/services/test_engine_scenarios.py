@@ -996,6 +996,42 @@ def test_rules_decide_moves_only_candidates_and_journals_each_once(engine):  # s
 
 
 @pytest.mark.django_db
+def test_a_round_keeps_each_candidates_own_fields_decided_or_pending():  # semantics §7.10, §10
+    corpus(failing("F-1"), win("S-1"))
+    rule("R-1", directive="promote me")
+    rule("R-2", signature=["tool:none", "error:nothing_matches"])
+    rule("R-3", directive="retire me")
+    Rule.objects.filter(pk="R-3").update(first_attempted_at=T0, replay_attempts=1)
+
+    def by_rule(case, context):
+        better = 0.9 if case.rule["id"] == "R-1" else 0.3
+        return read_and_return(task_completion=better)(case, context)
+
+    SCRIPT["F-1"] = by_rule
+    round_run()
+    rows = {r.id: r for r in Rule.objects.all()}
+    fields = {
+        rid: (r.state, r.last_validator, r.replay_attempts, r.pending_reason, r.verdict_reason)
+        for rid, r in rows.items()
+    }
+    assert fields == {
+        "R-1": ("active", "replay", 1, "", rows["R-1"].verdict_reason),
+        "R-2": (
+            "candidate",
+            "replay",
+            1,
+            "no_matching_replayable_case",
+            "no matching replayable failing case",
+        ),
+        "R-3": ("retired", "replay", 2, "", "no improvement on F-1"),
+    }
+    assert rows["R-1"].verdict_reason.startswith("improved")
+    assert rows["R-1"].first_attempted_at == rows["R-1"].decided_at is not None
+    assert rows["R-2"].first_attempted_at is not None and rows["R-2"].decided_at is None
+    assert rows["R-3"].first_attempted_at == T0 and rows["R-3"].decided_at is not None
+
+
+@pytest.mark.django_db
 def test_nobody_but_the_engine_may_decide(reviewer_actor):  # semantics §3
     from lifecycle.services.rules import Decision, rules_decide
     from lifecycle.states import Action, NotAllowed
