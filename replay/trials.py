@@ -4,7 +4,8 @@ A report costs the same with a hundred candidates in force or ten thousand: each
 number of sessions enrolled in its trial (`Rule.trial_sessions`, kept by database triggers),
 so enrolment reads only the candidates still short of sessions, through a partial index, and
 the session's earlier enrolments, through the session index. On PostgreSQL that is ONE
-statement per session; SQLite, which has no writing WITH, takes two.
+statement per session (for a report alone, terms of the one statement that takes the report
+in: `enrol_terms`, replay/intake.py); SQLite, which has no writing WITH, takes two.
 
 `enrol_report` is the rule itself as a plain function over plain data; the SQL path is tested
 against it on generated report sequences.

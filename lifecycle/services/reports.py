@@ -216,7 +216,8 @@ def report_store_sql(fields: dict, *, actor: str, now: datetime) -> tuple[str, l
     )
     rules_read = fields["rules_read"]
     sql = (
-        f"known AS MATERIALIZED (SELECT count(*) = %s AS ok FROM {rule} WHERE id = ANY(%s::text[])), "
+        "known AS MATERIALIZED "
+        f"(SELECT count(*) = %s AS ok FROM {rule} WHERE id = ANY(%s::text[])), "
         f"stored AS (INSERT INTO {report} "
         f"(session_id, at, {', '.join(columns)}) "
         "SELECT %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, %s FROM known WHERE ok "
