@@ -34,19 +34,20 @@ def test_reports_are_stored_with_notices_reads_and_a_journal_event():
 
 
 def test_the_same_report_twice_is_unchanged_and_a_changed_one_is_updated():
-    reports_ingest(numbered([report("s1", T0)]))
-    assert reports_ingest(numbered([report("s1", T0)])).as_dict() == {
-        "created": 0,
-        "unchanged": 1,
-        "updated": 0,
-    }
-    changed = report("s1", T0, ["stall:coherence"])
-    assert reports_ingest(numbered([changed])).as_dict() == {
-        "created": 0,
-        "unchanged": 0,
-        "updated": 1,
-    }
+    candidate("C-1")
+    created = reports_ingest(numbered([report("s1", T0)]))
+    again = reports_ingest(numbered([report("s1", T0)]))
+    assert again.as_dict() == {"created": 0, "unchanged": 1, "updated": 0}
+    assert again.ids == []
+    changed = report("s1", T0, ["stall:coherence"], rules_read=["C-1"])
+    updated = reports_ingest(numbered([changed]))
+    assert updated.as_dict() == {"created": 0, "unchanged": 0, "updated": 1}
+    assert updated.ids == created.ids == [str(Report.objects.get().pk)]
     assert Report.objects.get().notices == ["stall:coherence"]
+    # Reads and events for what was stored or changed only, not for the unchanged report.
+    assert list(RuleRead.objects.values_list("session_id", "rule_id")) == [("s1", "C-1")]
+    events = JournalEvent.objects.filter(type="report_received").order_by("id")
+    assert [e.evidence["notices"] for e in events] == [[], ["stall:coherence"]]
 
 
 def test_bad_reports_are_refused_naming_line_and_field():
