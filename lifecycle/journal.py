@@ -7,6 +7,7 @@ report batches that write hundreds of events at once. Event types are `EventType
 never string literals.
 """
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
@@ -110,3 +111,18 @@ def write_many(events: Sequence[Event]) -> None:
     """Append a batch of events built by `event`, in as few statements as the database allows.
     Their ids are not read back."""
     insert_rows(JournalEvent, Event._fields, events)
+
+
+def insert_rows_sql(
+    *, source: str, type: EventType, actor: Actor | str, at: datetime, evidence: dict
+) -> tuple[str, list]:
+    """An INSERT of one event for each row of `source` (a term of the same WITH), for a change
+    written as one PostgreSQL statement: the change and its event commit together, and no
+    event is written when the change wrote nothing. (sql, params)."""
+    table = JournalEvent._meta.db_table
+    sql = (
+        f"INSERT INTO {table} (type, at, rule_id, round_id, actor, evidence) "
+        f"SELECT %s, %s, NULL, NULL, %s, %s::jsonb FROM {source}"
+    )
+    actor = actor.name if isinstance(actor, Actor) else actor
+    return sql, [EventType(type).value, at, actor, json.dumps(evidence)]

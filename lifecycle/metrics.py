@@ -47,6 +47,25 @@ def load_registry() -> Registry:
     )
 
 
+def families_sql() -> str:
+    """A SELECT of every name in the families of the metrics given as one text[] parameter,
+    resolved as `Registry.family` resolves each — the registry entry of that name, else the
+    first in (tier, name) order holding it as an alias, else a family of the name alone — for
+    a PostgreSQL statement that reads the registry itself instead of a round trip before it."""
+    from .models import MetricDefinition
+
+    table = MetricDefinition._meta.db_table
+    return (
+        "SELECT coalesce(f.name, n.metric) AS name FROM unnest(%s::text[]) AS n(metric) "
+        f"LEFT JOIN LATERAL (SELECT d.name, d.aliases FROM {table} d "
+        "WHERE d.name = n.metric OR d.aliases @> jsonb_build_array(n.metric) "
+        "ORDER BY d.name = n.metric DESC, d.tier, d.name LIMIT 1) d ON TRUE "
+        "LEFT JOIN LATERAL (SELECT d.name UNION ALL SELECT jsonb_array_elements_text(d.aliases)) "
+        "AS f(name) ON d.name IS NOT NULL "
+        "WHERE n.metric <> ''"
+    )
+
+
 def seed_default_metrics(model, *, using: str = "default") -> None:
     """Insert the registry of settings.CAUTERWEB_DEFAULT_METRICS where missing (semantics §1)."""
     from django.conf import settings

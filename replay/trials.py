@@ -4,7 +4,8 @@ A report costs the same with a hundred candidates in force or ten thousand: each
 number of sessions enrolled in its trial (`Rule.trial_sessions`, kept by database triggers),
 so enrolment reads only the candidates still short of sessions, through a partial index, and
 the session's earlier enrolments, through the session index. On PostgreSQL that is ONE
-statement per session; SQLite, which has no writing WITH, takes two.
+statement per session (for a report alone, terms of the one statement that takes the report
+in: `enrol_terms`, replay/intake.py); SQLite, which has no writing WITH, takes two.
 
 `enrol_report` is the rule itself as a plain function over plain data; the SQL path is tested
 against it on generated report sequences.
@@ -25,14 +26,17 @@ from lifecycle.models import Report, Rule, RuleState, TrialEnrolment
 from .engine import Trial
 
 
+def notice_metrics(notices: Iterable[str]) -> list[str]:
+    """The metrics a session's notices are on, once each."""
+    return sorted({metric for metric in map(notice_metric, notices) if metric})
+
+
 def _hit_names(notices: Iterable[str], registry) -> list[str]:
     """Every metric name (with its aliases) a session's notices hit: a rule whose metric is
     among them showed its target condition (semantics §8)."""
     names: set[str] = set()
-    for atom in notices:
-        metric = notice_metric(atom)
-        if metric:
-            names |= registry.family(metric)
+    for metric in notice_metrics(notices):
+        names |= registry.family(metric)
     return sorted(names)
 
 
@@ -127,8 +131,43 @@ def _enrol_statements(session_id: str, *, hit, any_notice, read, now, needed) ->
     """[(sql, params)]: the flips of the session's earlier enrolments (when the report can flip
     anything), then the enrolment in the open trials; one statement where the database can
     write in a WITH."""
+    mine, flip, insert = enrol_terms(
+        session_id,
+        hit=_in("r.metric", hit),
+        any_notice=any_notice,
+        read=read,
+        now=now,
+        needed=needed,
+    )
+    if flip is None:
+        return [insert]
+    if connection.vendor == "postgresql":
+        return [
+            (
+                f"WITH mine AS MATERIALIZED ({mine[0]}), flipped AS ({flip[0]}) {insert[0]}",
+                [*mine[1], *flip[1], *insert[1]],
+            )
+        ]
+    return [(f"WITH mine AS ({mine[0]}) {flip[0]}", [*mine[1], *flip[1]]), insert]
+
+
+def enrol_terms(
+    session_id: str,
+    *,
+    hit: tuple[str, list],
+    any_notice: bool,
+    read: list[str],
+    now: datetime,
+    needed: int,
+    only_if: str = "TRUE",
+) -> tuple:
+    """The enrolment of one session as three (sql, params): `mine`, the session's enrolments
+    (a term named mine); the flips of those (an UPDATE reading mine; None when the report can
+    flip nothing); and the enrolment in the open trials (an INSERT). `hit` is a condition on
+    `r.metric`, true when the session's notices hit the rule's metric family; `only_if`, a
+    condition both writes also need (the report was stored)."""
     enrolment, rule = TrialEnrolment._meta.db_table, Rule._meta.db_table
-    hit_sql, hit_params = _in("r.metric", hit)
+    hit_sql, hit_params = hit
     read_sql, read_params = _in("r.id", read)
     breach = f"CASE WHEN r.metric = '' THEN %s ELSE ({hit_sql}) END"
     breach_params = [any_notice, *hit_params]
@@ -136,35 +175,25 @@ def _enrol_statements(session_id: str, *, hit, any_notice, read, now, needed) ->
         f"INSERT INTO {enrolment} "
         "(rule_id, session_id, breached, read_candidate, enrolled_at, updated_at) "
         f"SELECT r.id, %s, {breach}, ({read_sql}), %s, %s FROM {rule} r "
-        f"WHERE r.state = {CANDIDATE} AND r.trial_sessions < %s "
+        f"WHERE r.state = {CANDIDATE} AND r.trial_sessions < %s AND {only_if} "
         "ON CONFLICT (rule_id, session_id) DO NOTHING"
     )
     insert_params = [session_id, *breach_params, *read_params, now, now, needed]
-    if not any_notice and not read:
-        return [(insert, insert_params)]
     # The session's enrolments are found first (materialised), so the planner cannot start
     # from the candidates and probe each one.
-    mine = f"SELECT id, rule_id FROM {enrolment} WHERE session_id = %s"
+    mine = (f"SELECT id, rule_id FROM {enrolment} WHERE session_id = %s", [session_id])
+    if not any_notice and not read:
+        return mine, None, (insert, insert_params)
     flip = (
         f"UPDATE {enrolment} SET breached = {enrolment}.breached OR {breach}, "
         f"read_candidate = {enrolment}.read_candidate OR ({read_sql}), updated_at = %s "
         f"FROM mine JOIN {rule} r ON r.id = mine.rule_id "
-        f"WHERE {enrolment}.id = mine.id AND r.state = {CANDIDATE} "
+        f"WHERE {enrolment}.id = mine.id AND r.state = {CANDIDATE} AND {only_if} "
         f"AND ((NOT {enrolment}.breached AND {breach}) "
         f"OR (NOT {enrolment}.read_candidate AND ({read_sql})))"
     )
     flip_params = [*breach_params, *read_params, now, *breach_params, *read_params]
-    if connection.vendor == "postgresql":
-        return [
-            (
-                f"WITH mine AS MATERIALIZED ({mine}), flipped AS ({flip}) {insert}",
-                [session_id, *flip_params, *insert_params],
-            )
-        ]
-    return [
-        (f"WITH mine AS ({mine}) {flip}", [session_id, *flip_params]),
-        (insert, insert_params),
-    ]
+    return mine, (flip, flip_params), (insert, insert_params)
 
 
 def trial_counts(rule_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:

@@ -1,9 +1,11 @@
 """Session reports in (semantics §2, §15): the same validation for the command line and the
 API. Every bad line is reported with its number and field; nothing is written unless every line
 is good. Storing reports is the lifecycle's half of report intake; trial enrolment, the
-engine's half, is called beside it by `replay.intake.reports_ingest` in the same transaction.
+engine's half, is called beside it by `replay.intake.reports_ingest` in the same transaction —
+for a batch of one report on PostgreSQL, in the same statement (`report_store_sql`).
 """
 
+import json
 from datetime import datetime
 
 from django.db import transaction
@@ -72,8 +74,12 @@ def parse_report(number: int, obj: object) -> tuple[dict | None, list[LineError]
     return fields, []
 
 
-def _parse_reports(rows) -> dict[tuple[str, datetime], tuple[int, dict]]:
-    """(session_id, at) → (line, fields); raises ImportRejected naming every bad line."""
+Parsed = dict[tuple[str, datetime], tuple[int, dict]]
+
+
+def reports_parse(rows) -> Parsed:
+    """(session_id, at) → (line, fields); raises ImportRejected naming every bad line. Reads
+    nothing: whether the rules read exist is checked where the reports are stored."""
     parsed: dict[tuple[str, datetime], tuple[int, dict]] = {}
     errors: list[LineError] = []
     for number, obj, error in rows:
@@ -95,11 +101,11 @@ def _parse_reports(rows) -> dict[tuple[str, datetime], tuple[int, dict]]:
         parsed[key] = (number, fields)
     if errors:
         raise ImportRejected(errors)
-    _refuse_unknown_rules(parsed)
     return parsed
 
 
-def _refuse_unknown_rules(parsed: dict) -> None:
+def refuse_unknown_rules(parsed: Parsed) -> None:
+    """Raise ImportRejected naming every line that reads a rule never recorded."""
     named = {rid for _, f in parsed.values() for rid in f["rules_read"]}
     known = set(Rule.objects.filter(pk__in=named).order_by().values_list("id", flat=True))
     unknown = [
@@ -113,12 +119,13 @@ def _refuse_unknown_rules(parsed: dict) -> None:
 
 
 def reports_store(
-    rows, *, actor: str = "harness", now: datetime | None = None
+    parsed: Parsed, *, actor: str = "harness", now: datetime | None = None
 ) -> tuple[ImportResult, list[Report]]:
-    """Store reports (semantics §2), idempotent on (session_id, at); a report sent again with
-    other content replaces the stored one. Returns the result and the reports stored or changed
-    (for trial enrolment, in the caller's transaction); one round is asked for on commit."""
-    parsed = _parse_reports(rows)
+    """Store parsed reports (semantics §2), idempotent on (session_id, at); a report sent again
+    with other content replaces the stored one. Returns the result and the reports stored or
+    changed (for trial enrolment, in the caller's transaction); one round is asked for on
+    commit."""
+    refuse_unknown_rules(parsed)
     now = now or timezone.now()
     result = ImportResult()
     # No savepoint inside the caller's transaction: nothing here is retried on its own, and a
@@ -171,11 +178,72 @@ def _received(report: Report, *, actor: str, now: datetime):
         type=EventType.REPORT_RECEIVED,
         at=now,
         actor=actor,
-        evidence={
-            "session_id": report.session_id,
-            "at": report.at.isoformat(),
-            "notices": report.notices,
-            "metrics": report.metrics,
-            "rules_read": report.rules_read,
-        },
+        evidence=_evidence(vars(report)),
     )
+
+
+def _evidence(fields: dict) -> dict:
+    """A report_received event's evidence: the report as it was sent."""
+    return {
+        "session_id": fields["session_id"],
+        "at": fields["at"].isoformat(),
+        "notices": fields["notices"],
+        "metrics": fields["metrics"],
+        "rules_read": fields["rules_read"],
+    }
+
+
+def report_store_sql(fields: dict, *, actor: str, now: datetime) -> tuple[str, list]:
+    """`reports_store` for one parsed report as the first terms of a PostgreSQL WITH, for a
+    caller that adds its own writes and runs it all as ONE statement: one round trip, and
+    atomic without a BEGIN and a COMMIT of its own.
+
+    The terms: `known` (one row: `ok`, every rule the report reads exists — nothing below
+    writes otherwise, so the caller can name the lines and write nothing), and `stored` (the
+    report inserted or changed: `id`, `created`; no row when it was already stored as is).
+    Rule reads and the journal event are written for a stored row only, as `_write_reports`
+    does. The caller announces the round when `stored` has a row."""
+    report, read = Report._meta.db_table, RuleRead._meta.db_table
+    rule = Rule._meta.db_table
+    columns = ("notices", "metrics", "rules_read", "has_notice", "content_hash", "received_at")
+    changed = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns)
+    events, event_params = journal.insert_rows_sql(
+        source="stored",
+        type=EventType.REPORT_RECEIVED,
+        actor=actor,
+        at=now,
+        evidence=_evidence(fields),
+    )
+    rules_read = fields["rules_read"]
+    sql = (
+        "known AS MATERIALIZED "
+        f"(SELECT count(*) = %s AS ok FROM {rule} WHERE id = ANY(%s::text[])), "
+        f"stored AS (INSERT INTO {report} "
+        f"(session_id, at, {', '.join(columns)}) "
+        "SELECT %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, %s FROM known WHERE ok "
+        f"ON CONFLICT (session_id, at) DO UPDATE SET {changed} "
+        f"WHERE {report}.content_hash <> EXCLUDED.content_hash "
+        # xmax is 0 on a row version this statement inserted, and this transaction's id on
+        # one it updated: PostgreSQL's way to tell the two apart in one upsert.
+        f"RETURNING {report}.id, {report}.xmax = 0 AS created), "
+        f"reads AS (INSERT INTO {read} (session_id, rule_id, at, via) "
+        "SELECT %s, rule_id, %s, 'report' FROM stored, unnest(%s::text[]) AS rule_id), "
+        f"journaled AS ({events})"
+    )
+    params = [
+        len(rules_read),
+        rules_read,
+        fields["session_id"],
+        fields["at"],
+        json.dumps(fields["notices"]),
+        json.dumps(fields["metrics"]),
+        json.dumps(rules_read),
+        fields["has_notice"],
+        fields["content_hash"],
+        now,
+        fields["session_id"],
+        fields["at"],
+        rules_read,
+        *event_params,
+    ]
+    return sql, params

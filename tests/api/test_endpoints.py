@@ -361,6 +361,24 @@ def test_every_bad_line_is_reported_and_nothing_is_written(client, keys):
     assert not JournalEvent.objects.filter(type="report_received").exists()
 
 
+def test_one_report_reading_an_unknown_rule_is_a_422_naming_it_with_nothing_written(
+    client, keys, django_capture_on_commit_callbacks
+):
+    # One report alone is one statement on PostgreSQL; the lines are named all the same, and
+    # no round is asked for.
+    body = report("s-1", T0, rules_read=["NOPE"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client, "post", f"{API}/reports", keys[AGENT], body)
+
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": "1 error(s), nothing written",
+        "errors": [{"loc": ["line", 1, "rules_read"], "msg": "unknown rule 'NOPE'"}],
+    }
+    assert not JournalEvent.objects.filter(type="report_received").exists()
+    assert not RuleRead.objects.exists() and callbacks == []
+
+
 @pytest.mark.parametrize(
     ("body", "content_type", "status"),
     [

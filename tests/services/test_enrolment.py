@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lifecycle.metrics import load_registry
+from lifecycle.metrics import families_sql, load_registry
 from lifecycle.models import MetricDefinition, Rule, TrialEnrolment
 from lifecycle.validation import numbered
 from replay.intake import reports_ingest
@@ -167,16 +167,21 @@ def full_trials(ids: list[str], sessions: int) -> None:
     )
 
 
+@pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("notices", [[], ["breach:task_completion"]])
-def test_one_report_takes_the_same_statements_with_100_or_2000_candidates(settings, notices):
+def test_a_batch_takes_the_same_statements_with_100_or_2000_candidates(settings, notices, batch):
+    # A batch of one report (one statement on PostgreSQL) and a larger one alike.
     settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS = 5
     open_ids = [f"OPEN-{n}" for n in range(5)]
     make_rules(open_ids, metrics=["task_completion"] * 5)
 
     def one_report(n: int) -> int:
-        line = report(f"live-{n}", T0 + timedelta(hours=n), notices=notices)
+        lines = [
+            report(f"live-{n}", T0 + timedelta(hours=n, minutes=m), notices=notices)
+            for m in range(batch)
+        ]
         with CaptureQueriesContext(connection) as queries:
-            reports_ingest(numbered([line]), now=T0)
+            reports_ingest(numbered(lines), now=T0)
         assert TrialEnrolment.objects.filter(session_id=f"live-{n}").count() == len(open_ids)
         return len(queries.captured_queries)
 
@@ -187,6 +192,8 @@ def test_one_report_takes_the_same_statements_with_100_or_2000_candidates(settin
 
     more_full_candidates(0, 95)
     few = one_report(1)
+    if batch == 1 and connection.vendor == "postgresql":
+        assert few == 1
     more_full_candidates(95, 1_900)
     assert Rule.objects.filter(state="candidate").count() == 2_000
     assert one_report(2) == few
@@ -195,3 +202,19 @@ def test_one_report_takes_the_same_statements_with_100_or_2000_candidates(settin
         Rule.objects.filter(id__startswith="FULL-").values_list("trial_sessions", flat=True)
     ) == {5}
     assert set(Rule.objects.filter(id__in=open_ids).values_list("trial_sessions", flat=True)) == {2}
+
+
+@pytest.mark.postgres
+def test_a_report_statement_resolves_metric_families_as_the_registry_does():
+    # One report on PostgreSQL reads the registry inside its statement (families_sql); an
+    # alias two metrics hold goes to the first in (tier, name) order, a metric's own name
+    # wins over an alias, and an unknown metric is a family of one — as in Registry.family.
+    MetricDefinition.objects.filter(name="task_completion").update(aliases=["completion", "done"])
+    MetricDefinition.objects.create(name="done", tier=3, aliases=["finished"])
+    MetricDefinition.objects.create(name="a_other", tier=0, aliases=["completion", "finished"])
+    registry = load_registry()
+    names = ["task_completion", "completion", "done", "finished", "plan_quality", "other", ""]
+    for name in names:
+        with connection.cursor() as cursor:
+            cursor.execute(families_sql(), [[name]])
+            assert {found for (found,) in cursor.fetchall()} == registry.family(name), name

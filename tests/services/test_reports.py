@@ -5,10 +5,12 @@ import json
 
 import pytest
 from django.core.management import call_command
+from django.db import DataError
 
 from lifecycle.models import JournalEvent, Report, RuleRead, TrialEnrolment
 from lifecycle.validation import ImportRejected, numbered
 from replay.intake import reports_ingest
+from replay.trials import enrol_terms
 
 from ..builders import T0, candidate, jsonl, report
 
@@ -32,19 +34,20 @@ def test_reports_are_stored_with_notices_reads_and_a_journal_event():
 
 
 def test_the_same_report_twice_is_unchanged_and_a_changed_one_is_updated():
-    reports_ingest(numbered([report("s1", T0)]))
-    assert reports_ingest(numbered([report("s1", T0)])).as_dict() == {
-        "created": 0,
-        "unchanged": 1,
-        "updated": 0,
-    }
-    changed = report("s1", T0, ["stall:coherence"])
-    assert reports_ingest(numbered([changed])).as_dict() == {
-        "created": 0,
-        "unchanged": 0,
-        "updated": 1,
-    }
+    candidate("C-1")
+    created = reports_ingest(numbered([report("s1", T0)]))
+    again = reports_ingest(numbered([report("s1", T0)]))
+    assert again.as_dict() == {"created": 0, "unchanged": 1, "updated": 0}
+    assert again.ids == []
+    changed = report("s1", T0, ["stall:coherence"], rules_read=["C-1"])
+    updated = reports_ingest(numbered([changed]))
+    assert updated.as_dict() == {"created": 0, "unchanged": 0, "updated": 1}
+    assert updated.ids == created.ids == [str(Report.objects.get().pk)]
     assert Report.objects.get().notices == ["stall:coherence"]
+    # Reads and events for what was stored or changed only, not for the unchanged report.
+    assert list(RuleRead.objects.values_list("session_id", "rule_id")) == [("s1", "C-1")]
+    events = JournalEvent.objects.filter(type="report_received").order_by("id")
+    assert [e.evidence["notices"] for e in events] == [[], ["stall:coherence"]]
 
 
 def test_bad_reports_are_refused_naming_line_and_field():
@@ -66,10 +69,16 @@ def test_bad_reports_are_refused_naming_line_and_field():
     assert not Report.objects.exists()
 
 
-def test_a_report_reading_an_unknown_rule_is_refused():
+def test_a_report_reading_an_unknown_rule_is_refused_and_nothing_is_written():
+    candidate("C-1")
     with pytest.raises(ImportRejected) as exc:
-        reports_ingest(numbered([report("s3", T0, rules_read=["NOPE"])]))
-    assert [(e.line, e.field) for e in exc.value.errors] == [(1, "rules_read")]
+        reports_ingest(numbered([report("s3", T0, rules_read=["C-1", "NOPE"])]))
+    assert [(e.line, e.field, e.message) for e in exc.value.errors] == [
+        (1, "rules_read", "unknown rule 'NOPE'")
+    ]
+    assert not Report.objects.exists() and not RuleRead.objects.exists()
+    assert not TrialEnrolment.objects.exists()
+    assert not JournalEvent.objects.filter(type="report_received").exists()
 
 
 def test_the_ingest_reports_command_prints_the_counts_of_spec_15(tmp_path, capsys):
@@ -100,5 +109,25 @@ def test_reports_are_not_stored_when_their_enrolment_fails(monkeypatch):
 
     monkeypatch.setattr("replay.intake.trial_enrol", broken)
     with pytest.raises(RuntimeError):
-        reports_ingest(numbered([report("s1", T0)]))
+        reports_ingest(numbered([report("s1", T0), report("s2", T0)]))
     assert not Report.objects.exists() and not JournalEvent.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_one_report_is_not_stored_when_its_enrolment_fails_in_the_same_statement(monkeypatch):
+    # A batch of one report is one statement on PostgreSQL, run in autocommit as the API runs
+    # it: an enrolment that fails while it runs (a candidate id that is no number, cast to
+    # one) takes the report, its rule reads and its journal event down with it.
+    candidate("C-1")
+
+    def failing(session_id, **kwargs):
+        return enrol_terms(
+            session_id, **{**kwargs, "only_if": f"{kwargs['only_if']} AND r.id::int > 0"}
+        )
+
+    monkeypatch.setattr("replay.intake.enrol_terms", failing)
+    with pytest.raises(DataError):
+        reports_ingest(numbered([report("s1", T0, rules_read=["C-1"])]))
+    assert not Report.objects.exists() and not RuleRead.objects.exists()
+    assert not JournalEvent.objects.filter(type="report_received").exists()
