@@ -261,9 +261,14 @@ def _alignment(gone: frozenset[str], came: frozenset[str], embedder, whole: floa
     q, qw = embedder.pieces(" ".join(sorted(came)))
     if not len(p) or not len(q):
         return whole
+    import numpy as np
+
+    # numpy's own reductions called directly: `.max()` and `.sum()` are Python wrappers
+    # around them, which cost more than the arithmetic on a few word pieces.
+    most, total = np.maximum.reduce, np.add.reduce
     sim = p @ q.T
-    recall = float((sim.max(axis=1) * pw).sum() / pw.sum())
-    precision = float((sim.max(axis=0) * qw).sum() / qw.sum())
+    recall = float(total(most(sim, axis=1) * pw) / total(pw))
+    precision = float(total(most(sim, axis=0) * qw) / total(qw))
     return 2 * recall * precision / (recall + precision) if recall + precision > 0 else 0.0
 
 

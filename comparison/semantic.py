@@ -156,7 +156,10 @@ class StaticEmbedder:
             norms = np.linalg.norm(self.matrix, axis=1)
             self._norms = norms  # before `_unit`: another thread tests `_unit` alone
             self._unit = self.matrix / np.maximum(norms, 1e-9)[:, None]
-        return self._unit[ids], self._norms[ids]
+        # The same rows as indexing with the list, which numpy would convert to an array
+        # once per index; `take` also skips the general fancy-indexing machinery.
+        ids = np.array(ids, dtype=np.intp)
+        return self._unit.take(ids, axis=0), self._norms.take(ids)
 
     def encode(self, texts: list[str]):
         """One unit vector per text (a zero vector for a text with no known piece).
