@@ -12,6 +12,31 @@ from functools import lru_cache
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
+class CaseBlind:
+    """A pattern written in lower case, matched whatever the case of the text.
+
+    Python's regex engine tries every position several times slower under re.IGNORECASE.
+    ASCII text (nearly every rule) is searched lower-cased without the flag: the same
+    matches at the same places, since an ASCII letter folds only to its other case and
+    lower-casing moves no character. Other text is searched as given, with the flag. On
+    ASCII text a match's text is in lower case: callers test for a match or lower-case
+    what they read (`any_case` is the pattern with the flag, for anything else)."""
+
+    def __init__(self, pattern: str) -> None:
+        self.any_case = re.compile(pattern, re.I)
+        self.lower_case = re.compile(pattern)
+
+    def search(self, text: str) -> re.Match | None:
+        if text.isascii():
+            return self.lower_case.search(text.lower())
+        return self.any_case.search(text)
+
+    def finditer(self, text: str):
+        if text.isascii():
+            return self.lower_case.finditer(text.lower())
+        return self.any_case.finditer(text)
+
+
 @lru_cache(maxsize=16384)
 def tokens(text: str) -> tuple[str, ...]:
     return tuple(_TOKEN.findall(text.lower()))

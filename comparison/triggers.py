@@ -19,7 +19,7 @@ from .lexicon import (
     STATE_LEXICON,
     TOOL_LEXICON,
 )
-from .text import frozen, overlap, stems
+from .text import CaseBlind, frozen, overlap, stems
 
 _HTTP_STATUS = re.compile(
     r"\b([45]\d\d)\b(?!\s*(?:mb|gb|kb|ms|s\b|sec|seconds|minutes|%|mib|gib|bytes|lines|rows|files))",
@@ -35,10 +35,9 @@ _IDENTIFIER = re.compile(
 )
 _IGNORED_IDENTIFIERS = {"HEAD", "TODO", "NULL", "JSON", "HTTP", "HTTPS", "CORS", "UTF"}
 
-_TOOL_VERB = re.compile(
+_TOOL_VERB = CaseBlind(
     r"\b(git|npm|pip3?|yarn|pnpm|cargo|go|docker|kubectl|helm|terraform|mvn|gradle|conda|poetry|"
-    r"gcloud|az|aws)\s+([a-z][a-z-]+)\b",
-    re.I,
+    r"gcloud|az|aws)\s+([a-z][a-z-]+)\b"
 )
 _TOOL_ALIASES = {"pip3": "pip", "mvn": "maven", "kubectl": "kubernetes"}
 _NOT_SUBCOMMANDS = {
@@ -84,10 +83,9 @@ _NOT_SUBCOMMANDS = {
 }
 
 # The word a trigger hangs on ("when X fails with Y"): the action closest to the start.
-_TRIGGER_CONDITION = re.compile(
+_TRIGGER_CONDITION = CaseBlind(
     r"\b(?:fails?|failed|failing|errors?|rejected|refused|returns?|responds?|answers?|raises?|"
-    r"exits?|stops?|complains?|breaks?|says|reports?|stuck|hangs?|times? out|with|because|on)\b",
-    re.I,
+    r"exits?|stops?|complains?|breaks?|says|reports?|stuck|hangs?|times? out|with|because|on)\b"
 )
 
 
