@@ -112,16 +112,23 @@ def atoms_of(text: str) -> frozenset[str]:
     atoms |= _actions(text)
     atoms.update(f"error:{e}" for e in ERROR_LEXICON.found(text))
     atoms.update(f"state:{s}" for s in STATE_LEXICON.found(text))
-    atoms.update(f"status:{m.group(1)}" for m in _HTTP_STATUS.finditer(text))
-    atoms.update(
-        f"exit:{m.group(1)}"
-        for m in _EXIT_CODE.finditer(text.lower())
-        if not 400 <= int(m.group(1)) < 600
-    )
-    for m in _IDENTIFIER.finditer(text):
-        word = m.group(0)
-        if word not in _IGNORED_IDENTIFIERS and not _known(word):
-            atoms.add(f"code:{word.lower()}")
+    # Each pattern below is tried at every position of the text; a substring test first
+    # spares most texts the scan: a status needs a 4 or a 5, an exit code one of the
+    # three words, an identifier a capital or an underscore.
+    if "4" in text or "5" in text:
+        atoms.update(f"status:{m.group(1)}" for m in _HTTP_STATUS.finditer(text))
+    low = text.lower()
+    if "exit" in low or "code" in low or "status" in low:
+        atoms.update(
+            f"exit:{m.group(1)}"
+            for m in _EXIT_CODE.finditer(low)
+            if not 400 <= int(m.group(1)) < 600
+        )
+    if "_" in text or not text.islower():
+        for m in _IDENTIFIER.finditer(text):
+            word = m.group(0)
+            if word not in _IGNORED_IDENTIFIERS and not _known(word):
+                atoms.add(f"code:{word.lower()}")
     return frozen(atoms)
 
 
