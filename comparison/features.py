@@ -340,13 +340,21 @@ def _directive_features(
 _CONDITION = re.compile(
     r"\b(?:only (?:after|when|if|once)|unless|until|as long as|provided|as soon as)\b([^;,.]+)"
 )
+# One of which every condition holds: a few substring tests spare most texts the pattern,
+# which is tried at every position.
+_CONDITION_WORDS = ("only ", "unless", "until", "as long as", "provided", "as soon as")
+
+
+def _conditions(text: str) -> list[str]:
+    low = text.lower()
+    return _CONDITION.findall(low) if any(w in low for w in _CONDITION_WORDS) else []
 
 
 def _precondition_change(exp: str, ext: str) -> float:
     """How much the conditions a directive puts on itself differ ("only after the backup
     finished" against "only after the migration finished"): 0 when either states none."""
-    a = _CONDITION.findall(exp.lower())
-    b = _CONDITION.findall(ext.lower())
+    a = _conditions(exp)
+    b = _conditions(ext)
     if not a or not b:
         return 0.0
     return 1.0 - overlap(stems(" ".join(a)), stems(" ".join(b)))
