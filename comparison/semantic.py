@@ -74,7 +74,9 @@ _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 def _basic_tokens(text: str) -> list[str]:
     if text.isascii():
-        return _ASCII_TOKENS.findall(_ASCII_CONTROL.sub("", text.lower()))
+        low = text.lower()
+        # Control characters are rare, and a printable text has none to drop.
+        return _ASCII_TOKENS.findall(low if low.isprintable() else _ASCII_CONTROL.sub("", low))
     text = unicodedata.normalize("NFD", text.lower())
     text = "".join(
         ch
