@@ -134,9 +134,9 @@ def _stance_findings(a: frozenset[str], b: frozenset[str]) -> list[Finding]:
 
 def _detail_findings(expected: str, extracted: str) -> list[Finding]:
     found: list[Finding] = []
-    for label, pattern in _DETAIL_PATTERNS.items():
-        da = set(pattern.findall(expected.lower()))
-        db = set(pattern.findall(extracted.lower())) if da else da
+    for label in _DETAIL_PATTERNS:
+        da = _details(expected, label)
+        db = _details(extracted, label) if da else da
         if da and db and not da & db:
             found.append(
                 (label, f"different {label}: {', '.join(sorted(da))} vs {', '.join(sorted(db))}")
@@ -152,6 +152,12 @@ def _detail_findings(expected: str, extracted: str) -> list[Finding]:
             ("tools", f"different tools: {', '.join(sorted(ta))} vs {', '.join(sorted(tb))}")
         )
     return found
+
+
+@lru_cache(maxsize=8192)
+def _details(text: str, label: str) -> frozenset[str]:
+    # Memoised: the expected rule's are read again for every candidate compared with it.
+    return frozen(_DETAIL_PATTERNS[label].findall(text.lower()))
 
 
 @lru_cache(maxsize=8192)
