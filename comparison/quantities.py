@@ -85,8 +85,8 @@ _QUANTITY = re.compile(
 _VERSIONISH = re.compile(r"(?:v|version |python |node |java |go |py)\s*$")
 _STATUS = re.compile(r"\b([45])(?:\d\d|xx)\b")
 # Every amount starts a word with a digit or a number word ("30s", "five", "oneself" too:
-# "one" with the unit "self"). Testing a text's words for that is much cheaper than the
-# `_QUANTITY`, tried at every position; most texts state no amount.
+# "one" with the unit "self"). Testing a text's words for that is much cheaper than
+# `_QUANTITY`, which is tried at every position; most texts state no amount.
 _AMOUNT_STARTS = (*"0123456789", *_WORDS)
 _STATUS_WORDS = {"server error": "5", "client error": "4"}
 
