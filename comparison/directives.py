@@ -24,6 +24,7 @@ from .lexicon import (
 )
 from .text import (
     STOP,
+    CaseBlind,
     frozen,
     negation_only_difference,
     overlap,
@@ -133,9 +134,9 @@ def _stance_findings(a: frozenset[str], b: frozenset[str]) -> list[Finding]:
 
 def _detail_findings(expected: str, extracted: str) -> list[Finding]:
     found: list[Finding] = []
-    for label, pattern in _DETAIL_PATTERNS.items():
-        da = set(pattern.findall(expected.lower()))
-        db = set(pattern.findall(extracted.lower())) if da else da
+    for label in _DETAIL_PATTERNS:
+        da = _details(expected, label)
+        db = _details(extracted, label) if da else da
         if da and db and not da & db:
             found.append(
                 (label, f"different {label}: {', '.join(sorted(da))} vs {', '.join(sorted(db))}")
@@ -151,6 +152,12 @@ def _detail_findings(expected: str, extracted: str) -> list[Finding]:
             ("tools", f"different tools: {', '.join(sorted(ta))} vs {', '.join(sorted(tb))}")
         )
     return found
+
+
+@lru_cache(maxsize=8192)
+def _details(text: str, label: str) -> frozenset[str]:
+    # Memoised: the expected rule's are read again for every candidate compared with it.
+    return frozen(_DETAIL_PATTERNS[label].findall(text.lower()))
 
 
 @lru_cache(maxsize=8192)
@@ -184,7 +191,7 @@ def _settings_flipped(expected: str, extracted: str) -> str | None:
     return f"{', '.join(flipped)} set the other way" if flipped else None
 
 
-PREFERENCE_CUE = re.compile(r"instead of|rather than|in place of", re.I)
+PREFERENCE_CUE = CaseBlind(r"instead of|rather than|in place of")
 PREFERENCE = re.compile(r"(.+?)\s+(?:instead of|rather than|in place of)\s+(.+)", re.I)
 # A flag is one token ("--extra-index-url" is not "--index-url" plus "extra").
 _OPTION_TOKEN = re.compile(r"(?<![\w-])--?[a-z][\w-]*|[a-z0-9_]+|[^\sa-z0-9_]+")
@@ -212,9 +219,8 @@ def preference_swapped(expected: str, extracted: str) -> str | None:
     return None
 
 
-_NEGATED_PHRASE = re.compile(
-    r"\b(?:never|don'?t|do not|avoid|without|no longer|instead of|rather than)\s+([^;,.:!?]+)",
-    re.I,
+_NEGATED_PHRASE = CaseBlind(
+    r"\b(?:never|don'?t|do not|avoid|without|no longer|instead of|rather than)\s+([^;,.:!?]+)"
 )
 
 
@@ -230,14 +236,14 @@ def forbidden_done(expected: str, extracted: str) -> str | None:
         other_done = None
         for found in _NEGATED_PHRASE.finditer(rule.lower()):
             if other_done is None:
-                other_done = stems(_NEGATED_PHRASE.sub(" ", other.lower()))
+                other_done = stems(_NEGATED_PHRASE.any_case.sub(" ", other.lower()))
             act = [stem(w) for w in tokens(found.group(1)) if w not in STOP][:2]
             if act and all(any(same_stem(w, o) for o in other_done) for w in act):
                 return f"the {side} rule does what the other forbids ({' '.join(act)})"
     return None
 
 
-_SEQUENCE_CUE = re.compile(r"\b(?:first|then|before|after|afterwards|later|until)\b", re.I)
+_SEQUENCE_CUE = CaseBlind(r"\b(?:first|then|before|after|afterwards|later|until)\b")
 
 
 def _order_swapped(expected: str, extracted: str) -> str | None:

@@ -261,9 +261,14 @@ def _alignment(gone: frozenset[str], came: frozenset[str], embedder, whole: floa
     q, qw = embedder.pieces(" ".join(sorted(came)))
     if not len(p) or not len(q):
         return whole
+    import numpy as np
+
+    # numpy's own reductions called directly: `.max()` and `.sum()` are Python wrappers
+    # around them, which cost more than the arithmetic on a few word pieces.
+    most, total = np.maximum.reduce, np.add.reduce
     sim = p @ q.T
-    recall = float((sim.max(axis=1) * pw).sum() / pw.sum())
-    precision = float((sim.max(axis=0) * qw).sum() / qw.sum())
+    recall = float(total(most(sim, axis=1) * pw) / total(pw))
+    precision = float(total(most(sim, axis=0) * qw) / total(qw))
     return 2 * recall * precision / (recall + precision) if recall + precision > 0 else 0.0
 
 
@@ -335,13 +340,21 @@ def _directive_features(
 _CONDITION = re.compile(
     r"\b(?:only (?:after|when|if|once)|unless|until|as long as|provided|as soon as)\b([^;,.]+)"
 )
+# One of which every condition holds: a few substring tests spare most texts the pattern,
+# which is tried at every position.
+_CONDITION_WORDS = ("only ", "unless", "until", "as long as", "provided", "as soon as")
+
+
+def _conditions(text: str) -> list[str]:
+    low = text.lower()
+    return _CONDITION.findall(low) if any(w in low for w in _CONDITION_WORDS) else []
 
 
 def _precondition_change(exp: str, ext: str) -> float:
     """How much the conditions a directive puts on itself differ ("only after the backup
     finished" against "only after the migration finished"): 0 when either states none."""
-    a = _CONDITION.findall(exp.lower())
-    b = _CONDITION.findall(ext.lower())
+    a = _conditions(exp)
+    b = _conditions(ext)
     if not a or not b:
         return 0.0
     return 1.0 - overlap(stems(" ".join(a)), stems(" ".join(b)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .text import frozen
+from .text import EMPTY, frozen, tokens
 
 _WORDS = {
     "zero": 0,
@@ -84,6 +84,10 @@ _QUANTITY = re.compile(
 # colon and the like are left to the word diff.
 _VERSIONISH = re.compile(r"(?:v|version |python |node |java |go |py)\s*$")
 _STATUS = re.compile(r"\b([45])(?:\d\d|xx)\b")
+# Every amount starts a word with a digit or a number word ("30s", "five", "oneself" too:
+# "one" with the unit "self"). Testing a text's words for that is much cheaper than
+# `_QUANTITY`, which is tried at every position; most texts state no amount.
+_AMOUNT_STARTS = (*"0123456789", *_WORDS)
 _STATUS_WORDS = {"server error": "5", "client error": "4"}
 
 
@@ -91,6 +95,10 @@ _STATUS_WORDS = {"server error": "5", "client error": "4"}
 def quantities(text: str) -> frozenset[tuple[str, float]]:
     """(dimension, value) of every plainly stated amount; a bare number is a "count"."""
     low = text.lower()
+    # The words are those of `low` (`tokens` lower-cases); outside ASCII a digit may be
+    # one `tokens` does not read, so such text is always scanned.
+    if low.isascii() and not any(w.startswith(_AMOUNT_STARTS) for w in tokens(text)):
+        return EMPTY
     out: set[tuple[str, float]] = set()
     for m in _QUANTITY.finditer(low):
         if m.group(3) or m.group(4) or m.group(5):
@@ -124,7 +132,8 @@ def quantity_agreement(expected: str, extracted: str) -> float:
 @lru_cache(maxsize=8192)
 def status_classes(text: str) -> frozenset[str]:
     low = text.lower()
-    found = {m.group(1) for m in _STATUS.finditer(low)}
+    # A cheap test first: the pattern tries every position and needs a 4 or a 5.
+    found = {m.group(1) for m in _STATUS.finditer(low)} if "4" in low or "5" in low else set()
     found.update(c for words, c in _STATUS_WORDS.items() if words in low)
     return frozen(found)
 

@@ -74,7 +74,9 @@ _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 def _basic_tokens(text: str) -> list[str]:
     if text.isascii():
-        return _ASCII_TOKENS.findall(_ASCII_CONTROL.sub("", text.lower()))
+        low = text.lower()
+        # Control characters are rare, and a printable text has none to drop.
+        return _ASCII_TOKENS.findall(low if low.isprintable() else _ASCII_CONTROL.sub("", low))
     text = unicodedata.normalize("NFD", text.lower())
     text = "".join(
         ch
@@ -156,7 +158,10 @@ class StaticEmbedder:
             norms = np.linalg.norm(self.matrix, axis=1)
             self._norms = norms  # before `_unit`: another thread tests `_unit` alone
             self._unit = self.matrix / np.maximum(norms, 1e-9)[:, None]
-        return self._unit[ids], self._norms[ids]
+        # The same rows as indexing with the list, which numpy would convert to an array
+        # once per index; `take` also skips the general fancy-indexing machinery.
+        ids = np.array(ids, dtype=np.intp)
+        return self._unit.take(ids, axis=0), self._norms.take(ids)
 
     def encode(self, texts: list[str]):
         """One unit vector per text (a zero vector for a text with no known piece).

@@ -3,13 +3,21 @@
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
 from .lexicon import SYNONYM_OF, opposites_of
-from .text import CONNECTIVES, PRONOUNS, change_blocks, content, only, same_stem, stem
+from .text import (
+    CONNECTIVES,
+    PRONOUNS,
+    CaseBlind,
+    change_blocks,
+    content,
+    only,
+    same_stem,
+    stem,
+)
 from .triggers import atoms_of
 
 if TYPE_CHECKING:
@@ -86,10 +94,9 @@ def _related(old: frozenset[str], new: frozenset[str]) -> bool:
     return any(same_stem(a, b) for a in stems_old for b in stems_new)
 
 
-_AVOID_CUE = re.compile(
+_AVOID_CUE = CaseBlind(
     r"\b(?:instead|rather|not|no|never|don'?t|do not|avoid|without|skip|stop|replac\w*|"
-    r"get rid of|swap out)\b|n't\b",
-    re.I,
+    r"get rid of|swap out)\b|n't\b"
 )
 
 

@@ -12,6 +12,31 @@ from functools import lru_cache
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
+class CaseBlind:
+    """A pattern written in lower case, matched whatever the case of the text.
+
+    Python's regex engine tries every position several times slower under re.IGNORECASE.
+    ASCII text (nearly every rule) is searched lower-cased without the flag: the same
+    matches at the same places, since an ASCII letter folds only to its other case and
+    lower-casing moves no character. Other text is searched as given, with the flag. On
+    ASCII text a match's text is in lower case: callers test for a match or lower-case
+    what they read (`any_case` is the pattern with the flag, for anything else)."""
+
+    def __init__(self, pattern: str) -> None:
+        self.any_case = re.compile(pattern, re.I)
+        self.lower_case = re.compile(pattern)
+
+    def search(self, text: str) -> re.Match | None:
+        if text.isascii():
+            return self.lower_case.search(text.lower())
+        return self.any_case.search(text)
+
+    def finditer(self, text: str):
+        if text.isascii():
+            return self.lower_case.finditer(text.lower())
+        return self.any_case.finditer(text)
+
+
 @lru_cache(maxsize=16384)
 def tokens(text: str) -> tuple[str, ...]:
     return tuple(_TOKEN.findall(text.lower()))
@@ -51,21 +76,34 @@ def word_diff(expected: str, extracted: str) -> list[tuple[str, str]]:
     has. Words are compared case-insensitively and shown as the extracted text (or, for a
     deletion, the expected text) spells them, so the dashboard can highlight them as is.
     """
-    return list(cached_word_diff(expected, extracted))
+    ops: list[tuple[str, str]] = []
+    for gone, came, kept in diff_runs(expected, extracted):
+        ops.extend(("delete", w) for w in gone.split())
+        ops.extend(("insert", w) for w in came.split())
+        ops.extend(("keep", w) for w in kept.split())
+    return ops
 
 
 @lru_cache(maxsize=8192)
-def cached_word_diff(expected: str, extracted: str) -> tuple[tuple[str, str], ...]:
+def diff_runs(expected: str, extracted: str) -> tuple[tuple[str, str, str], ...]:
+    """The word diff as runs: per matching block, (the expected words before it that
+    went, the extracted words before it that came, the words it keeps), each run's words
+    joined by one space. Kept as strings rather than one tuple a word: the memo table
+    holds many diffs, and strings are no work for the garbage collector."""
     exp_words, ext_words = expected.split(), extracted.split()
-    ops: list[tuple[str, str]] = []
+    runs = []
     i = j = 0
     for bi, bj, size in matching_blocks(_norm_words(expected), _norm_words(extracted)):
         # A replacement reads best as "what went, then what came".
-        ops.extend(("delete", w) for w in exp_words[i:bi])
-        ops.extend(("insert", w) for w in ext_words[j:bj])
-        ops.extend(("keep", w) for w in ext_words[bj : bj + size])
+        runs.append(
+            (
+                " ".join(exp_words[i:bi]),
+                " ".join(ext_words[j:bj]),
+                " ".join(ext_words[bj : bj + size]),
+            )
+        )
         i, j = bi + size, bj + size
-    return tuple(ops)
+    return tuple(runs)
 
 
 @lru_cache(maxsize=16384)
@@ -128,26 +166,16 @@ def _longest_match(a, b2j, alo, ahi, blo, bhi) -> tuple[int, int, int]:
 @lru_cache(maxsize=8192)
 def residual(expected: str, extracted: str) -> tuple[str, str]:
     """The words each side has that the other lacks, in order."""
-    ops = cached_word_diff(expected, extracted)
+    runs = diff_runs(expected, extracted)
     return (
-        " ".join(w for op, w in ops if op == "delete"),
-        " ".join(w for op, w in ops if op == "insert"),
+        " ".join(gone for gone, _, _ in runs if gone),
+        " ".join(came for _, came, _ in runs if came),
     )
 
 
 def change_blocks(expected: str, extracted: str) -> list[tuple[str, str]]:
     """Runs of words that differ, as (expected words, extracted words)."""
-    blocks: list[tuple[list[str], list[str]]] = []
-    previous = "keep"
-    for op, word in cached_word_diff(expected, extracted):
-        if op == "keep":
-            previous = op
-            continue
-        if previous == "keep":
-            blocks.append(([], []))
-        blocks[-1][0 if op == "delete" else 1].append(word)
-        previous = op
-    return [(" ".join(gone), " ".join(came)) for gone, came in blocks]
+    return [(gone, came) for gone, came, _ in diff_runs(expected, extracted) if gone or came]
 
 
 # Function words: they carry no term of a rule, so a change in them is no change of term.

@@ -19,7 +19,7 @@ from .lexicon import (
     STATE_LEXICON,
     TOOL_LEXICON,
 )
-from .text import frozen, overlap, stems
+from .text import CaseBlind, frozen, overlap, stems
 
 _HTTP_STATUS = re.compile(
     r"\b([45]\d\d)\b(?!\s*(?:mb|gb|kb|ms|s\b|sec|seconds|minutes|%|mib|gib|bytes|lines|rows|files))",
@@ -35,10 +35,9 @@ _IDENTIFIER = re.compile(
 )
 _IGNORED_IDENTIFIERS = {"HEAD", "TODO", "NULL", "JSON", "HTTP", "HTTPS", "CORS", "UTF"}
 
-_TOOL_VERB = re.compile(
+_TOOL_VERB = CaseBlind(
     r"\b(git|npm|pip3?|yarn|pnpm|cargo|go|docker|kubectl|helm|terraform|mvn|gradle|conda|poetry|"
-    r"gcloud|az|aws)\s+([a-z][a-z-]+)\b",
-    re.I,
+    r"gcloud|az|aws)\s+([a-z][a-z-]+)\b"
 )
 _TOOL_ALIASES = {"pip3": "pip", "mvn": "maven", "kubectl": "kubernetes"}
 _NOT_SUBCOMMANDS = {
@@ -84,10 +83,9 @@ _NOT_SUBCOMMANDS = {
 }
 
 # The word a trigger hangs on ("when X fails with Y"): the action closest to the start.
-_TRIGGER_CONDITION = re.compile(
+_TRIGGER_CONDITION = CaseBlind(
     r"\b(?:fails?|failed|failing|errors?|rejected|refused|returns?|responds?|answers?|raises?|"
-    r"exits?|stops?|complains?|breaks?|says|reports?|stuck|hangs?|times? out|with|because|on)\b",
-    re.I,
+    r"exits?|stops?|complains?|breaks?|says|reports?|stuck|hangs?|times? out|with|because|on)\b"
 )
 
 
@@ -114,16 +112,23 @@ def atoms_of(text: str) -> frozenset[str]:
     atoms |= _actions(text)
     atoms.update(f"error:{e}" for e in ERROR_LEXICON.found(text))
     atoms.update(f"state:{s}" for s in STATE_LEXICON.found(text))
-    atoms.update(f"status:{m.group(1)}" for m in _HTTP_STATUS.finditer(text))
-    atoms.update(
-        f"exit:{m.group(1)}"
-        for m in _EXIT_CODE.finditer(text.lower())
-        if not 400 <= int(m.group(1)) < 600
-    )
-    for m in _IDENTIFIER.finditer(text):
-        word = m.group(0)
-        if word not in _IGNORED_IDENTIFIERS and not _known(word):
-            atoms.add(f"code:{word.lower()}")
+    # Each pattern below is tried at every position of the text; a substring test first
+    # spares most texts the scan: a status needs a 4 or a 5, an exit code one of the
+    # three words, an identifier a capital or an underscore.
+    if "4" in text or "5" in text:
+        atoms.update(f"status:{m.group(1)}" for m in _HTTP_STATUS.finditer(text))
+    low = text.lower()
+    if "exit" in low or "code" in low or "status" in low:
+        atoms.update(
+            f"exit:{m.group(1)}"
+            for m in _EXIT_CODE.finditer(low)
+            if not 400 <= int(m.group(1)) < 600
+        )
+    if "_" in text or not text.islower():
+        for m in _IDENTIFIER.finditer(text):
+            word = m.group(0)
+            if word not in _IGNORED_IDENTIFIERS and not _known(word):
+                atoms.add(f"code:{word.lower()}")
     return frozen(atoms)
 
 
