@@ -37,6 +37,7 @@ import numpy as np  # noqa: E402
 from comparison.compare import compare_many  # noqa: E402
 from comparison.model import MODEL_JSON, load_model  # noqa: E402
 from comparison.semantic import MODEL_BIN, MODEL_META, VOCAB  # noqa: E402
+from comparison.thesaurus import THESAURUS  # noqa: E402
 from comparison.train import HELD_OUT  # noqa: E402
 
 EVAL = ROOT / "comparison" / "data" / "extraction_eval.jsonl"
@@ -194,7 +195,7 @@ def report() -> dict:
     out["pairs_per_second"] = throughput(pairs)
     seen: set[str] = set()
     deps = sum(package_size_mb(name, seen) for name in RUNTIME_PACKAGES)
-    files = [MODEL_JSON, MODEL_BIN, MODEL_META, VOCAB]
+    files = [MODEL_JSON, MODEL_BIN, MODEL_META, VOCAB, THESAURUS]
     out["install_mb"] = {
         "dependencies": round(deps, 1),
         "packages": sorted(seen),

@@ -233,12 +233,17 @@ def forbidden_done(expected: str, extracted: str) -> str | None:
         (expected, extracted, "extracted"),
         (extracted, expected, "expected"),
     ):
-        other_done = None
+        other_done = rule_done = None
         for found in _NEGATED_PHRASE.finditer(rule.lower()):
             if other_done is None:
                 other_done = stems(_NEGATED_PHRASE.any_case.sub(" ", other.lower()))
+                rule_done = stems(_NEGATED_PHRASE.any_case.sub(" ", rule.lower()))
             act = [stem(w) for w in tokens(found.group(1)) if w not in STOP][:2]
             if act and all(any(same_stem(w, o) for o in other_done) for w in act):
+                # A rule that reads as doing what it forbids ("use xQueueSendFromISR
+                # instead of xQueueSend": one name starts the other) tells nothing.
+                if all(any(same_stem(w, o) for o in rule_done) for w in act):
+                    continue
                 return f"the {side} rule does what the other forbids ({' '.join(act)})"
     return None
 

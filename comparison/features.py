@@ -26,6 +26,7 @@ from .text import (
     token_f1,
     tokens,
 )
+from .thesaurus import antonym_count, synonym_share
 from .triggers import CONFLICT_KEYS, atoms_of, other_message_quoted, signature_agreement
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ FEATURES: tuple[str, ...] = (
     "directive_doubts",
     "pair_clean",
     "pair_whole",
+    *(f"{field}_{n}" for n in ("synonyms", "antonyms") for field in ("trigger", "directive")),
 )
 
 
@@ -88,6 +90,7 @@ FEATURES: tuple[str, ...] = (
 # How much was reworded (`changed`, `f1`) may go either way.
 _RISING = frozenset(
     {"whole", "residual", "align", "explained", "amounts", "status", "agreement", "clean"}
+    | {"synonyms"}
     | {"acts_overlap", "stances_overlap"}
 )
 _EITHER = frozenset({"changed", "f1", "one_sided"})
@@ -147,6 +150,7 @@ def pair_evidence(
         if swaps[field] and not found:
             found.append(swaps[field])
     _pool(features, t_conflicts, d_conflicts, doubts)
+    _thesaurus_features(expected, extracted, features)
     features["pair_clean"] = _clean(features)
     # Both fields at once: an unrelated rule is far in both, a rewording of the same rule
     # is seldom far in both; each field alone leaves the two overlapping.
@@ -156,6 +160,19 @@ def pair_evidence(
         features, semantic, agreement, conflicts, [f"directive {d}" for d in doubts]
     )
     return _with_declared(evidence, exp_t, ext_t, declared, d_conflicts) if declared else evidence
+
+
+def _thesaurus_features(
+    expected: dict[str, str], extracted: dict[str, str], out: dict[str, float]
+) -> None:
+    # Everyday words the lexicon does not list, read from WordNet: the share of changed
+    # words with a synonym on the other side ("sluggish" for "slow"), and how many were
+    # replaced by their opposite ("raise" for "lower").
+    for field in ("trigger", "directive"):
+        gone, came = residual(expected[field], extracted[field])
+        gone_content, came_content = content(gone), content(came)
+        out[f"{field}_synonyms"] = synonym_share(gone_content, came_content)
+        out[f"{field}_antonyms"] = float(antonym_count(gone_content, came_content))
 
 
 def _pool(out: dict[str, float], t_conflicts: list, d_conflicts: list, doubts: list) -> None:

@@ -18,6 +18,8 @@ from .text import (
     same_stem,
     stem,
 )
+from .thesaurus import antonyms as thesaurus_antonyms
+from .thesaurus import lemmas
 from .triggers import atoms_of
 
 if TYPE_CHECKING:
@@ -54,6 +56,8 @@ def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) ->
         old, new = old - new, new - old
         if not old or not new or related(old, new) or _same_atoms(gone, came, frozenset(old)):
             continue
+        if _compound(gone, came):
+            continue
         vectors = embedder.encode([only(gone, old), only(came, new)])
         if float(vectors[0] @ vectors[1]) < _SWAP_SYNONYM_COS:
             return f"{gone!r} replaced by {came!r}"
@@ -80,10 +84,30 @@ def related(old: set[str] | frozenset[str], new: set[str] | frozenset[str]) -> b
     return _related(frozenset(old), frozenset(new))
 
 
+def _compound(gone: str, came: str) -> bool:
+    # One compound spelt apart, hyphenated or together ("pre-commit" / "precommit",
+    # "set up" / "setup"): the tokens differ, the word does not.
+    return _joined(gone) == _joined(came)
+
+
+def _joined(words: str) -> str:
+    return words.replace(" ", "").replace("-", "")
+
+
+def _inflected(a: str, b: str) -> bool:
+    # One word in another inflection ("file" / "files", "ran" / "run"), which the crude
+    # stems miss where the stem ends in "e".
+    return bool(lemmas(a) & lemmas(b)) or a + "s" == b or b + "s" == a
+
+
 @lru_cache(maxsize=8192)
 def _related(old: frozenset[str], new: frozenset[str]) -> bool:
     if any(opposites_of(a) & new for a in old):
         return False
+    if any(thesaurus_antonyms(a, b) for a in old for b in new):
+        return False
+    if any(_inflected(a, b) for a in old for b in new):
+        return True
     if old <= PRONOUNS or new <= PRONOUNS:
         return True
     if {SYNONYM_OF.get(w) for w in old} & {SYNONYM_OF.get(w) for w in new} - {None}:
@@ -134,7 +158,7 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
         old, new = content(gone) - content(came), content(came) - content(gone)
         if not old or not new:
             one_sided += len(old | new)
-        elif related(old, new) or _same_atoms(gone, came, frozenset(old)):
+        elif related(old, new) or _same_atoms(gone, came, frozenset(old)) or _compound(gone, came):
             explained += len(old | new)
         else:
             unexplained += len(old | new)

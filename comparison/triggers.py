@@ -272,7 +272,10 @@ def _key_score(key: str, a: set[str], b: set[str], qualified: bool) -> float | N
 
 
 def _opposite_states(a: set[str], b: set[str]) -> bool:
-    return any(frozenset({x, y}) in _STATE_OPPOSITES for x in a for y in b) or any(
+    # Only a state one side names and the other does not can oppose: two triggers that
+    # both say "between staging and production" agree, though the two states oppose.
+    only_a, only_b = a - b, b - a
+    return any(frozenset({x, y}) in _STATE_OPPOSITES for x in only_a for y in only_b) or any(
         (x in a and y not in a and y in b and x not in b)
         or (y in a and x not in a and x in b and y not in b)
         for x, y in _EXCLUSIVE_STATES

@@ -12,12 +12,13 @@ import pytest
 
 from comparison import model as model_lib
 from comparison.compare import COMPONENTS, compare_many, compare_rules, evidence_many
-from comparison.directives import directive_findings, steps
+from comparison.directives import directive_findings, forbidden_done, steps
 from comparison.features import FEATURES, monotone
 from comparison.lexicon import canonical
 from comparison.quantities import quantities, quantity_agreement, status_class_agreement
 from comparison.swaps import explained_share, related
 from comparison.text import content, plain_spelling, stem
+from comparison.triggers import atoms_of, signature_agreement
 
 
 @pytest.mark.parametrize(
@@ -105,6 +106,53 @@ def test_a_change_of_synonyms_is_explained_and_a_swapped_term_is_not():
         "pull the latest changes", "pull the latest changes with rebase"
     )
     assert explained == unexplained == 0 and one_sided > 0
+
+
+@pytest.mark.parametrize(
+    ("expected", "extracted"),
+    [
+        ("stage the file and continue the merge", "stage the files and continue the merge"),
+        ("when the cache is stale", "when the caches are stale"),
+        ("when the pre-commit hook rejects it", "when the precommit hook rejects it"),
+        ("set up the runner again", "setup the runner again"),
+    ],
+)
+def test_another_inflection_or_a_compound_spelt_apart_is_the_same_word(expected, extracted):
+    explained, unexplained, one_sided = explained_share(expected, extracted)
+    assert explained > 0 and unexplained == one_sided == 0
+
+
+def test_a_wordnet_opposite_is_never_a_related_term():
+    # WordNet's opposites, none in the lexicon's own list.
+    for a, b in (("slow", "fast"), ("empty", "full"), ("cheap", "expensive")):
+        assert not related({a}, {b})
+    assert related({"slow"}, {"slows"})
+
+
+def test_two_triggers_naming_the_same_opposed_states_agree():
+    rule = {
+        "trigger": "when syncing between staging and production",
+        "directive": "push code from staging to production, but pull the data the other way",
+    }
+    agreement, conflicts = signature_agreement(atoms_of(rule["trigger"]), atoms_of(rule["trigger"]))
+    assert not conflicts and agreement == 1.0
+    assert compare_rules(rule, rule)["verdict"] == "match"
+    staging, production = "when the staging deploy fails", "when the production deploy fails"
+    assert signature_agreement(atoms_of(staging), atoms_of(production))[1]
+
+
+def test_a_rule_does_not_forbid_what_its_own_preferred_option_reads_as():
+    # The preferred name starts with the rejected one: the rule itself "does" it.
+    rule = {"trigger": "when an ISR hands data to a task", "directive": ""}
+    for directive in ("use xQueueSendFromISR instead of xQueueSend", "use IS NULL, not = NULL"):
+        assert forbidden_done(directive, directive) is None
+        assert (
+            compare_rules({**rule, "directive": directive}, {**rule, "directive": directive})[
+                "verdict"
+            ]
+            == "match"
+        )
+    assert forbidden_done("do not retry at once; back off", "retry at once")
 
 
 def test_a_rejected_option_is_not_a_step():
@@ -410,6 +458,36 @@ def test_a_rule_copied_with_trivial_changes_is_the_same_rule():
     missed = [pair for pair, verdict in zip(pairs, verdicts, strict=True) if verdict != "match"]
     assert len(pairs) > 500
     assert len(missed) <= len(pairs) // 200, missed[:5]
+
+
+@pytest.mark.parametrize(
+    ("edit", "budget"),
+    [
+        # "the file" -> "the files": the crude stem of "files" is "fil"; a quarter missed before.
+        (
+            lambda t: re.sub(
+                r"\bthe (file|job|request|error|test|build|node|query)\b", r"the \1s", t
+            ),
+            0.05,
+        ),
+        # "pre-commit" -> "precommit" (flags left alone); a third missed before. What is
+        # left is mostly "non-" before a word ("non-empty" -> "nonempty"), which reads as
+        # the word's opposite.
+        (lambda t: re.sub(r"(?<![-\w])([a-z]+)-([a-z]+)\b", r"\1\2", t), 0.10),
+    ],
+    ids=["a noun made plural", "a hyphenated word joined"],
+)
+def test_a_rule_copied_with_one_word_respelt_is_the_same_rule(edit, budget):
+    rules = {json.dumps(r["expected"], sort_keys=True): r["expected"] for r in _rows()}
+    pairs = []
+    for rule in rules.values():
+        copy = {field: edit(rule[field]) for field in ("trigger", "directive")}
+        if copy != rule:
+            pairs.append((copy, rule))
+    verdicts = [result["verdict"] for result in compare_many(pairs)]
+    missed = [pair for pair, verdict in zip(pairs, verdicts, strict=True) if verdict != "match"]
+    assert len(pairs) > 50
+    assert len(missed) <= budget * len(pairs), missed[:5]
 
 
 @pytest.mark.parametrize(
