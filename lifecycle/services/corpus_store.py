@@ -128,15 +128,6 @@ class _Room:
             self._changed.notify()
 
 
-def _atoms_foreign_key(cursor) -> str:
-    cursor.execute(
-        "SELECT conname FROM pg_constraint "
-        "WHERE contype = 'f' AND conrelid = %s::regclass AND confrelid = %s::regclass",
-        [ATOMS, TRAJECTORIES],
-    )
-    return connection.ops.quote_name(cursor.fetchone()[0])
-
-
 class _PostgresStore:
     copy_text = True
 
@@ -158,12 +149,6 @@ class _PostgresStore:
         # stored hashes) can pass the threshold at which PostgreSQL compiles a statement: 13 ms
         # of compiling for 17 ms of work, every chunk. Only for this transaction.
         self._cursor.execute("SET LOCAL jit = off")
-        # The atoms' foreign key is declared deferred, so its checks (one per atom) would all
-        # run at COMMIT while this process waits with nothing to do. Checked as each chunk's
-        # atoms are written, they run beside the validation of the next chunk; `finish` defers
-        # the key again for whatever the caller's transaction does next.
-        self._atoms_key = _atoms_foreign_key(self._cursor)
-        self._cursor.execute(f"SET CONSTRAINTS {self._atoms_key} IMMEDIATE")
         self._cursor.execute(f"DROP TABLE IF EXISTS {SEEN}")
         # Byte-wise ("C") comparison: the locale's rules would only make the index slower.
         self._cursor.execute(
@@ -318,7 +303,6 @@ class _PostgresStore:
     def finish(self) -> None:
         self.wait()
         self._cursor.execute(f"DROP TABLE {SEEN}")
-        self._cursor.execute(f"SET CONSTRAINTS {self._atoms_key} DEFERRED")
 
     def close(self) -> None:
         # Whatever happened, the worker is done with the connection before the caller's

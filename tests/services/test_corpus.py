@@ -19,7 +19,7 @@ from lifecycle.services.corpus import import_corpus
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected
 
-from ..builders import jsonl, make_trajectory, trajectory
+from ..builders import jsonl, trajectory
 
 pytestmark = pytest.mark.django_db
 
@@ -275,18 +275,6 @@ def test_chunks_import_and_re_import_like_one_file(small_chunks):
     }
     assert Trajectory.objects.get(pk="F-004").task == "new"
     assert TrajectoryAtom.objects.count() == 16
-
-
-@pytest.mark.postgres
-def test_the_atoms_key_is_deferred_again_after_an_import(small_chunks):
-    # The import checks the atoms' foreign key as it writes each chunk; the rest of the
-    # caller's transaction keeps the key as declared: an atom may come before its trajectory.
-    import_corpus(jsonl(*(trajectory(f"F-{i:03d}") for i in range(4))))
-    TrajectoryAtom.objects.create(trajectory_id="F-100", atom="tool:git")
-    make_trajectory("F-100")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-    assert TrajectoryAtom.objects.filter(trajectory_id="F-100").exists()
 
 
 def test_the_same_content_written_another_way_is_unchanged():
