@@ -7,7 +7,7 @@ It migrates the database it is given, imports N trajectories (ids BENCH-…), re
 file (the idempotent no-op path), then deletes what it wrote.
 
     DATABASE_URL=postgres://127.0.0.1/cw_bench python bench/bench_import.py --vs-copy \
-        [--sizes 100000,1000000] [--runs 3] [--shape small|demo]
+        [--sizes 100000,1000000] [--runs 3] [--shape small|demo] [--baseline DIR]
 
 `--vs-copy` (PostgreSQL only) puts `import_corpus` beside the physical limit: raw `COPY` of the
 very rows the import stores (dumped from a database it filled) into the same tables and
@@ -17,7 +17,9 @@ they share the machine's load. Printed per run: wall time, CPU of the client pro
 PostgreSQL backend serving it (both on this host), peak RSS, and the load average when it
 started; then medians of wall and CPU time (all the work of both processes against COPY's,
 and the bound the pipeline would have with two free CPUs). A last child measures Python's own
-peak (tracemalloc) against the memory one chunk of rows holds.
+peak (tracemalloc) against the memory one chunk of rows holds. With `--baseline DIR` (a
+checkout of older code, e.g. a second git worktree), that code's import runs too, between the
+COPY and import runs, so old and new share the same window of load.
 """
 
 import argparse
@@ -200,10 +202,19 @@ def child_memory(url: str, corpus: Path) -> dict:
     from lifecycle.services.corpus import CHUNK, _validate_chunk, import_corpus, read_lines
     from lifecycle.services.corpus_store import _PostgresStore
 
+    class Unlimited:
+        """A chunk as the PostgreSQL store receives it, with room for all of it."""
+
+        copy_text = True
+        time_text = staticmethod(_PostgresStore.time_text)
+
+        def take(self, rows: int) -> None:
+            pass
+
     tracemalloc.start()
     with open(corpus, "rb") as lines:
         before = tracemalloc.get_traced_memory()[0]
-        rows = _validate_chunk(read_lines(islice(lines, CHUNK)), _PostgresStore)
+        rows = _validate_chunk(read_lines(islice(lines, CHUNK)), Unlimited())
         chunk = tracemalloc.get_traced_memory()[0] - before
         del rows
     tracemalloc.reset_peak()
@@ -214,9 +225,11 @@ def child_memory(url: str, corpus: Path) -> dict:
     return {"chunk": chunk, "peak": peak, "chunk_lines": CHUNK}
 
 
-def run_child(mode: str, url: str, *paths: Path) -> dict:
-    command = [sys.executable, __file__, "--child", mode, "--url", url, *map(str, paths)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+def run_child(mode: str, url: str, *paths: Path, root: Path = ROOT) -> dict:
+    """A child of this script, or of the same script in another checkout (`--baseline`)."""
+    script = root / "bench" / "bench_import.py"
+    command = [sys.executable, str(script), "--child", mode, "--url", url, *map(str, paths)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=root)
     if done.returncode:
         sys.exit(f"{mode} child failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -295,17 +308,18 @@ def print_medians(kept: dict) -> None:
         k: {f: statistics.median(r[f] for r in v) for f in ("wall", "cpu", "server")}
         for k, v in kept.items()
     }
-    copy, imp = m["copy"], m["import"]
+    copy = m.pop("copy")
     copy_cpu = copy["cpu"] + copy["server"]
-    print(
-        f"  median: COPY {copy['wall']:.2f} s, import {imp['wall']:.2f} s, "
-        f"ratio {imp['wall'] / copy['wall']:.2f} (wall)"
-    )
-    print(
-        f"  CPU: import {imp['cpu']:.2f} s Python + {imp['server']:.2f} s PostgreSQL = "
-        f"{(imp['cpu'] + imp['server']) / copy_cpu:.2f}x COPY's {copy_cpu:.2f} s; with two "
-        f"free CPUs bound by {max(imp['cpu'], imp['server']) / copy_cpu:.2f}x"
-    )
+    for kind, imp in m.items():
+        print(
+            f"  median: COPY {copy['wall']:.2f} s, {kind} {imp['wall']:.2f} s, "
+            f"ratio {imp['wall'] / copy['wall']:.2f} (wall)"
+        )
+        print(
+            f"  CPU: {kind} {imp['cpu']:.2f} s Python + {imp['server']:.2f} s PostgreSQL = "
+            f"{(imp['cpu'] + imp['server']) / copy_cpu:.2f}x COPY's {copy_cpu:.2f} s; with two "
+            f"free CPUs bound by {max(imp['cpu'], imp['server']) / copy_cpu:.2f}x"
+        )
 
 
 def vs_copy(args) -> None:
@@ -321,20 +335,29 @@ def vs_copy(args) -> None:
         corpus = write_corpus(n, args.shape, directory)
         trajectories, atoms = dump_rows(databases, corpus, directory)
         print(f"{n:,} trajectories, file {corpus.stat().st_size / 2**20:.0f} MB")
-        kept = {"copy": [], "import": []}
+        runs = [
+            ("copy", "copy", (trajectories, atoms), ROOT),
+            ("import", "import", (corpus,), ROOT),
+        ]
+        if args.baseline:
+            runs.append(("baseline", "import", (corpus,), args.baseline))
+        kept = {kind: [] for kind, *_ in runs}
         for _ in range(args.runs):
-            for kind, paths in (("copy", (trajectories, atoms)), ("import", (corpus,))):
+            for kind, mode, paths, root in runs:
                 started_load = load()
-                f = run_child(kind, databases.fresh(), *paths)
+                f = run_child(mode, databases.fresh(), *paths, root=root)
                 kept[kind].append(f)
                 print(line(kind, f, started_load))
         print_medians(kept)
-        memory = run_child("memory", databases.fresh(), corpus)
-        print(
-            f"  tracemalloc: one chunk ({memory['chunk_lines']:,} lines) holds "
-            f"{memory['chunk'] / 2**20:.1f} MB; peak during the import "
-            f"{memory['peak'] / 2**20:.1f} MB = {memory['peak'] / memory['chunk']:.2f} chunks"
-        )
+        for kind, _, _, root in runs[1:]:
+            started_load = load()
+            memory = run_child("memory", databases.fresh(), corpus, root=root)
+            print(
+                f"  tracemalloc, {kind}: one chunk ({memory['chunk_lines']:,} lines) holds "
+                f"{memory['chunk'] / 2**20:.1f} MB; peak during the import "
+                f"{memory['peak'] / 2**20:.1f} MB = {memory['peak'] / memory['chunk']:.2f} "
+                f"chunks  load {started_load}"
+            )
         for path in (trajectories, atoms):
             path.unlink()
     databases.drop(f"{databases.name}_run")
@@ -349,6 +372,12 @@ def main() -> None:
     parser.add_argument("--vs-copy", action="store_true")
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="with --vs-copy: a checkout of older code whose import runs between these, "
+        "so old and new are measured in the same window",
+    )
     parser.add_argument("--child", choices=("copy", "import", "memory"))
     parser.add_argument("--url")
     parser.add_argument("paths", nargs="*", type=Path)

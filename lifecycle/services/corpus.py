@@ -16,7 +16,9 @@ How a chunk goes through:
   a line is bad, and only then does checking start (`corpus_store.write_unchecked`);
 - the new and replaced rows go in by COPY (PostgreSQL) or `executemany` (SQLite).
 On PostgreSQL the check and write of chunk k run on a second thread while chunk k+1 is
-validated: the database's work and Python's overlap, and at most two chunks are alive at once.
+validated: the database's work and Python's overlap. The hand-off is bounded: a block of lines
+is validated only when there is room for it, and the writer gives room back as it sends rows,
+so at most one chunk's worth of rows (and a block) holds its text, whichever side is faster.
 
 After the first bad line nothing more is written, but the rest of the file is still checked,
 so every bad line is reported; then the transaction rolls back.
@@ -53,7 +55,7 @@ from ..journal import EventType
 from ..models import TrajectoryKind
 from ..states import Actor
 from ..traces.derive import with_derived_signature
-from .corpus_store import CELL_COLUMNS, NOT_TEXT, Row, copy_escape, corpus_store
+from .corpus_store import BLOCK, CELL_COLUMNS, NOT_TEXT, Row, copy_escape, corpus_store
 from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
@@ -385,11 +387,15 @@ def _validate_chunk(
 ) -> tuple[list[Row], list[LineError], int]:
     """The next CHUNK lines as good rows (a repeated id within them refused), their errors and
     the number of the last line read (0 at the end of the file). Each parsed line is dropped
-    as soon as its row is built: a chunk in memory is its rows, not its parsed objects."""
+    as soon as its row is built: a chunk in memory is its rows, not its parsed objects. Room
+    is taken from the store before each block of lines (`corpus_store`)."""
     rows: dict[str, Row] = {}
     errors: list[LineError] = []
     last = 0
-    for number, obj, error in islice(numbered, CHUNK):
+    step = min(BLOCK, CHUNK)
+    for count, (number, obj, error) in enumerate(islice(numbered, CHUNK)):
+        if not count % step:
+            store.take(step)
         last = number
         fields, line_errors = (None, [error]) if error else parse_trajectory(number, obj)
         row = None
@@ -451,6 +457,8 @@ def _take_chunk(store, rows: list[Row], *, write: bool, replace: bool) -> Outcom
         store.check_from_now()
     seen, stored = store.check(rows)
     to_write, replaced, unchanged, errors = _classify(rows, seen, stored, replace=replace)
+    # The rows not to be written go now; those written go as they are sent.
+    rows.clear()
     if write and not errors:
         store.write(to_write, replaced=replaced)
     return Outcome(len(to_write) - len(replaced), len(replaced), unchanged, errors)
@@ -490,17 +498,21 @@ def import_corpus(
     result = ImportResult()
     errors: list[LineError] = []
     numbered = read_lines(lines)
-    with _collector_paused(), transaction.atomic(), corpus_store(timezone.now()) as store:
+    with (
+        _collector_paused(),
+        transaction.atomic(),
+        corpus_store(timezone.now(), room=CHUNK + BLOCK) as store,
+    ):
         while True:
             rows, chunk_errors, last = _validate_chunk(numbered, store)
             if not last:
                 break
             _absorb(store.wait(), result, errors)
             errors.extend(chunk_errors)
-            # Nothing more is written after the first bad line; the rest is still checked.
-            store.submit(partial(_take_chunk, store, rows, write=not errors, replace=replace))
             if keep_ids:
                 result.ids.extend(r.id for r in rows)
+            # Nothing more is written after the first bad line; the rest is still checked.
+            store.submit(partial(_take_chunk, store, rows, write=not errors, replace=replace))
             if progress:
                 progress(last)
             del rows

@@ -6,13 +6,16 @@ seen so far, so a repeated id is found by the database, not by a Python set as l
 file. Into a corpus empty at the start, chunks are written unchecked, under a savepoint each,
 until the first repeat meets the primary key or the first bad line (`write_unchecked`); only
 from then on is each chunk checked. On PostgreSQL a chunk's check and write (one statement,
-then COPY) run as one job on a
-worker thread while the caller validates the next chunk: `submit` hands the job over, `wait`
-takes its outcome before the next job is handed over, so at most two chunks are alive and the
-one connection is never used by two threads at once. On SQLite the job runs on the caller's
-thread: SQLite works in this process, so a thread would only share the same CPU.
+then COPY) run as one job on a worker thread while the caller validates the next chunk:
+`submit` hands the job over, `wait` takes its outcome before the next job is handed over, so
+the one connection is never used by two threads at once. The caller `take`s room before each
+block of lines it validates and the worker gives it back as each block of rows is sent: the
+rows holding their text never pass the room given (`corpus_store(room=…)`), however fast
+either side goes. On SQLite the job runs on the caller's thread: SQLite works in this process,
+so a thread would only share the same CPU.
 """
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -105,10 +108,30 @@ def _parts(rows: list) -> Iterator[list]:
         yield rows[start : start + BLOCK]
 
 
+class _Room:
+    """Rows that may hold their text at once: the validator takes room before each block of
+    lines, the worker gives it back as it sends them. A bounded hand-off, so the memory of an
+    import does not depend on which side is faster at a given moment."""
+
+    def __init__(self, rows: int):
+        self._free = rows
+        self._changed = threading.Condition()
+
+    def take(self, rows: int) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._free >= rows)
+            self._free -= rows
+
+    def give(self, rows: int) -> None:
+        with self._changed:
+            self._free += rows
+            self._changed.notify()
+
+
 class _PostgresStore:
     copy_text = True
 
-    def __init__(self, imported_at: datetime):
+    def __init__(self, imported_at: datetime, *, room: int):
         connection.ensure_connection()
         self._raw = connection.connection
         # COPY is psycopg's own API, outside Django's cursor wrapper: wrapped, a connection
@@ -118,6 +141,10 @@ class _PostgresStore:
         self._imported_at = self.time_text(imported_at)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
         self._pending: Future | None = None
+        self._room = _Room(room)
+        # Room taken by the caller since the last job, and room the running job still holds.
+        self._taken = 0
+        self._held = 0
         # A chunk's check is small, but its estimated cost (a subquery per id, two with the
         # stored hashes) can pass the threshold at which PostgreSQL compiles a statement: 13 ms
         # of compiling for 17 ms of work, every chunk. Only for this transaction.
@@ -157,7 +184,7 @@ class _PostgresStore:
             self._cursor.execute(f"SAVEPOINT {CHUNK_IDS}")
             try:
                 with self._raw.cursor() as cursor:
-                    self._copy_trajectories(cursor, rows, release=True)
+                    self._copy_trajectories(cursor, rows)
                     self._copy_atoms(cursor, rows)
                     with cursor.copy(f"COPY {SEEN} (id, line) FROM STDIN") as copy:
                         for part in _parts(rows):
@@ -213,9 +240,28 @@ class _PostgresStore:
                 stored[row_id] = digest
         return seen, stored
 
+    def take(self, rows: int) -> None:
+        """Room for the next `rows` lines the caller validates; waits while the rows not yet
+        sent fill the room."""
+        self._room.take(rows)
+        self._taken += rows
+
+    def _give(self, rows: int) -> None:
+        self._held -= rows
+        self._room.give(rows)
+
     def submit(self, job: Callable[[], object]) -> None:
-        """Run `job` (a chunk's check and write) on the worker; `wait` for it before the next."""
-        self._pending = self._pool.submit(job)
+        """Run `job` (a chunk's check and write) on the worker; `wait` for it before the next.
+        The job holds the room taken for its lines; what it has not given back as it sent its
+        rows is given back when it ends."""
+        self._held, self._taken = self._taken, 0
+        self._pending = self._pool.submit(self._run, job)
+
+    def _run(self, job: Callable[[], object]):
+        try:
+            return job()
+        finally:
+            self._give(self._held)
 
     def wait(self):
         """The last job's result (None if there was none); its exception, if it raised."""
@@ -232,17 +278,18 @@ class _PostgresStore:
             self._copy_trajectories(cursor, rows)
             self._copy_atoms(cursor, rows)
 
-    def _copy_trajectories(self, cursor, rows: list, *, release: bool = False) -> None:
-        # The rows go to COPY as blocks of text built at once, not row by row: the thread
-        # holds the interpreter lock only briefly, so the validation of the next chunk goes
-        # on while PostgreSQL writes this one; and a block is a small part of a chunk.
+    def _copy_trajectories(self, cursor, rows: list) -> None:
+        """COPY the rows as blocks of text built at once, not row by row: the thread holds the
+        interpreter lock only briefly, so the validation of the next chunk goes on while
+        PostgreSQL writes this one. As each block is sent its text is dropped from `rows` (the
+        line, id and hash a check would still need stay) and its room given back."""
         tail = f"\t{self._imported_at}\n"
         with cursor.copy(f"COPY {TRAJECTORIES} ({_quoted(COLUMNS)}) FROM STDIN") as copy:
             for start in range(0, len(rows), BLOCK):
                 part = rows[start : start + BLOCK]
                 copy.write("".join([f"{r.payload}\t{r.digest}{tail}" for r in part]).encode())
-                if release:
-                    rows[start : start + BLOCK] = [r._replace(payload="") for r in part]
+                rows[start : start + BLOCK] = [r._replace(payload="") for r in part]
+                self._give(min(len(part), self._held))
 
     def _copy_atoms(self, cursor, rows: list) -> None:
         with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
@@ -269,7 +316,7 @@ class _SqliteStore:
     # Every chunk is checked: SQLite works in this process, so nothing would overlap a saving.
     unchecked = False
 
-    def __init__(self, imported_at: datetime):
+    def __init__(self, imported_at: datetime, *, room: int):
         self._cursor = connection.cursor()
         self._imported_at = self.time_text(imported_at)
         self._done = None
@@ -281,6 +328,9 @@ class _SqliteStore:
     def time_text(value: datetime) -> str:
         # Django's own storage form on SQLite (UTC, no offset): the ORM reads it back.
         return str(timezone.make_naive(value, UTC))
+
+    def take(self, rows: int) -> None:
+        """Nothing to wait for: each job has ended before the caller validates on."""
 
     def submit(self, job: Callable[[], object]) -> None:
         self._done = job()
@@ -334,9 +384,11 @@ class _SqliteStore:
 
 
 @contextmanager
-def corpus_store(imported_at: datetime) -> Iterator["_PostgresStore | _SqliteStore"]:
-    """The store of one import; use it inside the import's transaction."""
-    store = (_PostgresStore if connection.vendor == "postgresql" else _SqliteStore)(imported_at)
+def corpus_store(imported_at: datetime, *, room: int) -> Iterator["_PostgresStore | _SqliteStore"]:
+    """The store of one import; use it inside the import's transaction. `room`: how many rows
+    may hold their text at once, those being validated and those not yet sent."""
+    kind = _PostgresStore if connection.vendor == "postgresql" else _SqliteStore
+    store = kind(imported_at, room=room)
     try:
         yield store
         store.finish()
