@@ -94,8 +94,18 @@ def synonym_share(gone: frozenset[str], came: frozenset[str]) -> float:
     only dropped."""
     if not gone and not came:
         return 1.0
-    matched = sum(_has_synonym(a, came) for a in gone) + sum(_has_synonym(b, gone) for b in came)
+    if not gone or not came:
+        # Nothing on the other side to be a synonym of.
+        return 0.0
+    matched = _synonym_count(gone, came) + _synonym_count(came, gone)
     return matched / (len(gone) + len(came))
+
+
+def _synonym_count(words: frozenset[str], others: frozenset[str]) -> int:
+    # The other side's sets are made once for all the words, and a word WordNet does not
+    # know (most of them: names, flags, paths) is passed over without a set operation.
+    side = _side(others)
+    return sum(_has_synonym(w, others, side) for w in words if lemmas(w))
 
 
 def antonym_count(gone: frozenset[str], came: frozenset[str]) -> int:
@@ -114,18 +124,26 @@ def _side(words: frozenset[str]) -> tuple[frozenset[int], frozenset[int], frozen
     wider: set[int] = set()
     found: set[str] = set()
     for w in words:
+        w_lemmas = lemmas(w)
+        if not w_lemmas:
+            continue
         w_own, w_parents, _ = _senses(w)
         own |= w_own
-        wider |= w_own | w_parents
-        found |= lemmas(w)
+        wider |= w_own
+        wider |= w_parents
+        found |= w_lemmas
     return frozenset(own), frozenset(wider), frozenset(found)
 
 
-def _has_synonym(word: str, others: frozenset[str]) -> bool:
+def _has_synonym(
+    word: str,
+    others: frozenset[str],
+    side: tuple[frozenset[int], frozenset[int], frozenset[str]],
+) -> bool:
     own, parents, opposite = _senses(word)
     if not own:
         return False
-    others_own, others_wider, others_lemmas = _side(others)
+    others_own, others_wider, others_lemmas = side
     if opposite and opposite & others_lemmas:
         # Its opposite is among them: only a word-by-word test keeps that one out.
         return any(synonyms(word, other) for other in others)
