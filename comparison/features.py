@@ -26,7 +26,7 @@ from .text import (
     token_f1,
     tokens,
 )
-from .thesaurus import antonym_count, synonym_share
+from .thesaurus import changed_words
 from .triggers import CONFLICT_KEYS, atoms_of, other_message_quoted, signature_agreement
 
 if TYPE_CHECKING:
@@ -171,8 +171,9 @@ def _thesaurus_features(
     for field in ("trigger", "directive"):
         gone, came = residual(expected[field], extracted[field])
         gone_content, came_content = content(gone), content(came)
-        out[f"{field}_synonyms"] = synonym_share(gone_content, came_content)
-        out[f"{field}_antonyms"] = float(antonym_count(gone_content, came_content))
+        share, opposed = changed_words(gone_content, came_content)
+        out[f"{field}_synonyms"] = share
+        out[f"{field}_antonyms"] = float(opposed)
 
 
 def _pool(out: dict[str, float], t_conflicts: list, d_conflicts: list, doubts: list) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 THESAURUS = Path(__file__).resolve().parent / "data" / "thesaurus.json"
 _EMPTY: frozenset = frozenset()
+# A set of words together: their senses, with the generalisations too, their lemmas.
+_Side = tuple[frozenset[int], frozenset[int], frozenset[str]]
 
 
 class _Data:
@@ -92,20 +94,37 @@ def synonym_share(gone: frozenset[str], came: frozenset[str]) -> float:
     """Of the words only one side has, the share with a synonym among the other side's
     ("sluggish" for "slow"); 1 when nothing differs, 0 when words were only added or
     only dropped."""
-    if not gone and not came:
-        return 1.0
-    matched = sum(_has_synonym(a, came) for a in gone) + sum(_has_synonym(b, gone) for b in came)
-    return matched / (len(gone) + len(came))
+    return changed_words(gone, came)[0]
 
 
 def antonym_count(gone: frozenset[str], came: frozenset[str]) -> int:
     """How many words one side dropped whose WordNet opposite the other side brought."""
-    came_lemmas = _side(came)[2]
-    return sum(bool(_senses(a)[2] & came_lemmas) for a in gone)
+    return changed_words(gone, came)[1]
 
 
-@lru_cache(maxsize=16384)
-def _side(words: frozenset[str]) -> tuple[frozenset[int], frozenset[int], frozenset[str]]:
+def changed_words(gone: frozenset[str], came: frozenset[str]) -> tuple[float, int]:
+    """`synonym_share` and `antonym_count` at once. Each side's sets are made once for
+    both, and not memoised: a memo's hits were mostly the same side asked for again word
+    by word, and its entries (five objects each, a third of a batch's sides new) were
+    more for the garbage collector to walk after the batch."""
+    if not gone and not came:
+        return 1.0, 0
+    if not gone or not came:
+        # Nothing on the other side to be a synonym or an opposite of.
+        return 0.0, 0
+    gone_side, came_side = _side(gone), _side(came)
+    matched = _synonym_count(gone, came, came_side) + _synonym_count(came, gone, gone_side)
+    opposed = sum(bool(_senses(a)[2] & came_side[2]) for a in gone if lemmas(a))
+    return matched / (len(gone) + len(came)), opposed
+
+
+def _synonym_count(words: frozenset[str], others: frozenset[str], side: _Side) -> int:
+    # A word WordNet does not know (most of them: names, flags, paths) is passed over
+    # without a set operation.
+    return sum(_has_synonym(w, others, side) for w in words if lemmas(w))
+
+
+def _side(words: frozenset[str]) -> _Side:
     """A set of words together: their senses, their senses with the senses'
     generalisations, their lemmas. A word is then tested against the other side with
     two intersections, not one test a word ("synonyms" below, in set form: a shared
@@ -114,18 +133,26 @@ def _side(words: frozenset[str]) -> tuple[frozenset[int], frozenset[int], frozen
     wider: set[int] = set()
     found: set[str] = set()
     for w in words:
+        w_lemmas = lemmas(w)
+        if not w_lemmas:
+            continue
         w_own, w_parents, _ = _senses(w)
         own |= w_own
-        wider |= w_own | w_parents
-        found |= lemmas(w)
+        wider |= w_own
+        wider |= w_parents
+        found |= w_lemmas
     return frozenset(own), frozenset(wider), frozenset(found)
 
 
-def _has_synonym(word: str, others: frozenset[str]) -> bool:
+def _has_synonym(
+    word: str,
+    others: frozenset[str],
+    side: _Side,
+) -> bool:
     own, parents, opposite = _senses(word)
     if not own:
         return False
-    others_own, others_wider, others_lemmas = _side(others)
+    others_own, others_wider, others_lemmas = side
     if opposite and opposite & others_lemmas:
         # Its opposite is among them: only a word-by-word test keeps that one out.
         return any(synonyms(word, other) for other in others)
