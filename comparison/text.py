@@ -37,7 +37,9 @@ class CaseBlind:
         return self.any_case.finditer(text)
 
 
-@lru_cache(maxsize=16384)
+# Sized so that a batch of a few thousand pairs with unseen extracted texts does not push
+# the expected texts out before they are asked for again (at 16,384 they were, every batch).
+@lru_cache(maxsize=32768)
 def tokens(text: str) -> tuple[str, ...]:
     return tuple(_TOKEN.findall(text.lower()))
 
@@ -307,7 +309,7 @@ def frozen(items) -> frozenset:
     return found if found else EMPTY
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def content(text: str) -> frozenset[str]:
     return frozen(t for t in tokens(text) if t not in STOP)
 
