@@ -343,6 +343,19 @@ def test_the_strings_a_pattern_needs_are_in_every_text_it_matches():
     assert prefilter.candidates("a failure, xxy") == [0, 1, 2, 3]
 
 
+def test_a_prefilter_made_after_a_text_was_scanned_still_finds_its_strings():
+    from comparison.literals import Prefilter, required
+
+    # One scan serves every prefilter and is memoised per text: a prefilter added later
+    # must not be handed what the text held for the earlier ones only.
+    first = Prefilter([required("alphabet"), required("zulu")])
+    assert first.candidates("an alphabet of yankees and zulus") == [0, 1]
+    later = Prefilter([required("yankee"), required("omega"), required("alpha")])
+    assert later.candidates("an alphabet of yankees and zulus") == [0, 2]
+    assert first.candidates("an alphabet of yankees and zulus") == [0, 1]
+    assert later.candidates("omegas") == [1]
+
+
 def test_the_word_diff_finds_difflibs_blocks():
     import difflib
     import random
