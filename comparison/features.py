@@ -343,8 +343,11 @@ def _directive_features(
     rejected = rejected_alternative(exp, ext, embedder)
     if rejected:
         findings.append(("rejected", rejected))
+    counts: dict[str, int] = {}
+    for kind, _ in findings:
+        counts[kind] = counts.get(kind, 0) + 1
     for kind in FINDING_KINDS:
-        out[f"directive_{kind}"] = float(sum(k == kind for k, _ in findings))
+        out[f"directive_{kind}"] = float(counts.get(kind, 0))
     va, vb = verb_classes(exp), verb_classes(ext)
     out["directive_acts_overlap"] = overlap(va, vb) if va and vb else 0.5
     sa, sb = stances_of(exp), stances_of(ext)

@@ -37,6 +37,15 @@ def required(pattern: str, *, ignore_case: bool = False) -> Required:
     return frozenset(s.lower() for s in found) if ignore_case else found
 
 
+def lowered(need: Required) -> Required:
+    """The strings of a case-sensitive pattern as the lower-cased text holds them: where
+    a text holds an ASCII string, its lower-cased text holds the string lower-cased. A
+    non-ASCII string gives nothing (the final sigma lower-cases by its place)."""
+    if need is None or not all(s.isascii() for s in need):
+        return None
+    return frozenset(s.lower() for s in need)
+
+
 class Prefilter:
     """Which of many patterns may match a text, by their required strings.
 
@@ -51,6 +60,7 @@ class Prefilter:
 
     def __init__(self, needs: list[Required]) -> None:
         self.always = frozenset(i for i, need in enumerate(needs) if need is None)
+        self.always_sorted = sorted(self.always)
         self.needs = list(needs)
         self.credited: dict[str, frozenset[int]] = {}
         self.version = -1
@@ -61,6 +71,8 @@ class Prefilter:
         found = _SHARED.strings_in(text)
         if self.version != _SHARED.version:
             self._credit()
+        if not found:
+            return list(self.always_sorted)
         hit = set(self.always)
         credited = self.credited
         for s in found:
