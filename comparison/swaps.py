@@ -18,8 +18,7 @@ from .text import (
     same_stem,
     stem,
 )
-from .thesaurus import antonyms as thesaurus_antonyms
-from .thesaurus import lemmas
+from .thesaurus import lemmas, opposite_lemmas
 from .triggers import atoms_of
 
 if TYPE_CHECKING:
@@ -94,19 +93,21 @@ def _joined(words: str) -> str:
     return words.replace(" ", "").replace("-", "")
 
 
-def _inflected(a: str, b: str) -> bool:
-    # One word in another inflection ("file" / "files", "ran" / "run"), which the crude
-    # stems miss where the stem ends in "e".
-    return bool(lemmas(a) & lemmas(b)) or a + "s" == b or b + "s" == a
-
-
 @lru_cache(maxsize=8192)
 def _related(old: frozenset[str], new: frozenset[str]) -> bool:
     if any(opposites_of(a) & new for a in old):
         return False
-    if any(thesaurus_antonyms(a, b) for a in old for b in new):
+    # Every pair of words tested at once, on each side's lemmas together (a lemma meets
+    # one of the other side's words' exactly when it meets their union): a word WordNet
+    # calls the opposite of one on the other side, or one word in another inflection
+    # ("file" / "files", "ran" / "run", which the crude stems miss where the stem ends
+    # in "e").
+    new_lemmas = frozenset().union(*map(lemmas, new))
+    if new_lemmas and any(opposite_lemmas(a) & new_lemmas for a in old):
         return False
-    if any(_inflected(a, b) for a in old for b in new):
+    if not new_lemmas.isdisjoint(frozenset().union(*map(lemmas, old))):
+        return True
+    if any(a + "s" in new for a in old) or any(b + "s" in old for b in new):
         return True
     if old <= PRONOUNS or new <= PRONOUNS:
         return True

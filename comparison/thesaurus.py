@@ -72,6 +72,11 @@ def _senses(word: str) -> tuple[frozenset[int], frozenset[int], frozenset[str]]:
     return frozenset(own), frozenset(parents), frozenset(opposite)
 
 
+def opposite_lemmas(word: str) -> frozenset[str]:
+    """The lemmas WordNet calls opposites of one of the word's lemmas."""
+    return _senses(word)[2]
+
+
 def antonyms(a: str, b: str) -> bool:
     """WordNet calls one word's lemma the opposite of the other's ("increase" /
     "decreased", "slow" / "fast")."""
