@@ -53,9 +53,10 @@ def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) ->
         # A compound term is judged by the part that changed: "--ask-become-pass" against
         # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
         old, new = old - new, new - old
-        if not old or not new or related(old, new) or _same_atoms(gone, came, frozenset(old)):
+        # The cheap tests first: the atoms of both runs are read only when they decide.
+        if not old or not new or related(old, new) or _compound(gone, came):
             continue
-        if _compound(gone, came):
+        if _same_atoms(gone, came, frozenset(old)):
             continue
         vectors = embedder.encode([only(gone, old), only(came, new)])
         if float(vectors[0] @ vectors[1]) < _SWAP_SYNONYM_COS:
@@ -159,7 +160,7 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
         old, new = content(gone) - content(came), content(came) - content(gone)
         if not old or not new:
             one_sided += len(old | new)
-        elif related(old, new) or _same_atoms(gone, came, frozenset(old)) or _compound(gone, came):
+        elif related(old, new) or _compound(gone, came) or _same_atoms(gone, came, frozenset(old)):
             explained += len(old | new)
         else:
             unexplained += len(old | new)
