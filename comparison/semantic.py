@@ -23,6 +23,7 @@ import re
 import threading
 import unicodedata
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -138,10 +139,7 @@ class StaticEmbedder:
         return tuple(ids)
 
     def piece_ids(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for word in _basic_tokens(text):
-            ids.extend(self._pieces(word))
-        return ids
+        return list(chain.from_iterable(map(self._pieces, _basic_tokens(text))))
 
     def pieces(self, text: str):
         """(unit vectors, weights) of a text's word pieces, for soft word alignment.
