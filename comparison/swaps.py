@@ -135,7 +135,7 @@ def rejected_alternative(expected: str, extracted: str, embedder: StaticEmbedder
         (expected, extracted, "extracted"),
         (extracted, expected, "expected"),
     ):
-        if not PREFERENCE_CUE.search(rule) or _AVOID_CUE.search(other):
+        if not PREFERENCE_CUE.holds(rule) or _AVOID_CUE.holds(other):
             continue
         found = PREFERENCE.search(rule)
         if not found:

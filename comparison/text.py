@@ -25,6 +25,13 @@ class CaseBlind:
     def __init__(self, pattern: str) -> None:
         self.any_case = re.compile(pattern, re.I)
         self.lower_case = re.compile(pattern)
+        # Cues are asked about the same texts again and again (both directions of a pair,
+        # several findings, the expected text with every candidate): memoised.
+        self.holds = lru_cache(maxsize=16384)(self._holds)
+
+    def _holds(self, text: str) -> bool:
+        """Whether the pattern matches anywhere in `text`."""
+        return self.search(text) is not None
 
     def search(self, text: str) -> re.Match | None:
         if text.isascii():
