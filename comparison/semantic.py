@@ -23,7 +23,7 @@ import re
 import threading
 import unicodedata
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -165,20 +165,30 @@ class StaticEmbedder:
         """One unit vector per text (a zero vector for a text with no known piece).
 
         A text's vector depends on that text alone, so each is computed once and kept:
-        an expected rule is compared with every candidate extracted for it."""
+        an expected rule is compared with every candidate extracted for it. The texts
+        least recently asked for go first when the cache is full, so a batch of unseen
+        candidates does not push out the expected rules they are compared with."""
         np = _numpy()
         cache = self._vectors
-        missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        # This call's vectors, taken out of the cache and put back last (the most
+        # recent); read from this dict, so another thread's eviction cannot lose one.
+        vectors = {}
+        for text in texts:
+            vector = cache.pop(text, None)
+            if vector is not None:
+                vectors[text] = vector
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
         if missing:
-            if len(cache) + len(missing) > _VECTOR_CACHE:
-                # Bounded: rule texts are short, but a process lives long. What this
-                # call found in the cache is gone with it, so all of its texts are made.
-                cache.clear()
-                missing = list(dict.fromkeys(texts))
-            cache.update(zip(missing, self._encode(missing), strict=True))
+            vectors.update(zip(missing, self._encode(missing), strict=True))
+        excess = len(cache) + len(vectors) - _VECTOR_CACHE
+        if excess > 0:
+            # Bounded: rule texts are short, but a process lives long.
+            for text in list(islice(cache, excess)):
+                cache.pop(text, None)
+        cache.update(vectors)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([cache[t] for t in texts])
+        return np.stack([vectors[t] for t in texts])
 
     def _encode(self, texts: list[str]):
         np = _numpy()
