@@ -206,42 +206,48 @@ class StaticEmbedder:
 
 def _segment_sums(matrix, flat, lengths):
     """The sum of `matrix[flat]` over each run of `lengths` rows, texts of one length at
-    a time: one gather and a few additions per length, where per-text numpy calls cost
-    more than the arithmetic and `np.add.reduceat` walks the rows one by one. The sums
-    come out exactly as `np.add.reduceat` makes them (the first row plus the pairwise sum
-    of the rest), so vectors do not move by a rounding."""
+    a time: a few gathers and additions per length, where per-text numpy calls cost more
+    than the arithmetic and `np.add.reduceat` walks the rows one by one. The sums come
+    out exactly as `np.add.reduceat` makes them (the first row plus the pairwise sum of
+    the rest), so vectors do not move by a rounding. The rows are gathered piece by
+    piece (every text's first piece, then every text's second, ...) and added as they
+    come, rather than gathered into one (texts, pieces, dim) block and read again."""
     np = _numpy()
     starts = np.cumsum(lengths) - lengths
     out = np.empty((len(lengths), matrix.shape[1]), dtype=matrix.dtype)
     for length in np.unique(lengths).tolist():
         which = np.flatnonzero(lengths == length)
-        seg = matrix[flat[starts[which][:, None] + np.arange(length)]]
-        out[which] = seg[:, 0] if length == 1 else seg[:, 0] + _pairwise(seg[:, 1:])
+        base = starts[which]
+
+        def row(j, base=base):
+            return matrix.take(flat.take(base + j), axis=0)
+
+        first = row(0)
+        out[which] = first if length == 1 else first + _pairwise(row, 1, length - 1)
     return out
 
 
-def _pairwise(x):
-    """numpy's pairwise summation over axis 1 of (texts, pieces, dim), in its order:
-    one by one under 8 terms, 8 running sums up to 128, halves beyond."""
-    m = x.shape[1]
+def _pairwise(row, lo: int, m: int):
+    """numpy's pairwise summation of the rows `row(lo)` … `row(lo + m - 1)` (each a fresh
+    (texts, dim) array), in its order: one by one under 8 terms, 8 running sums up to
+    128, halves beyond."""
     if m < 8:
-        res = x[:, 0].copy()
+        res = row(lo)
         for i in range(1, m):
-            res += x[:, i]
+            res += row(lo + i)
         return res
     if m <= 128:
-        r = x[:, :8].copy()
+        r = [row(lo + k) for k in range(8)]
         end = m - m % 8
         for i in range(8, end, 8):
-            r += x[:, i : i + 8]
-        res = ((r[:, 0] + r[:, 1]) + (r[:, 2] + r[:, 3])) + (
-            (r[:, 4] + r[:, 5]) + (r[:, 6] + r[:, 7])
-        )
+            for k in range(8):
+                r[k] += row(lo + i + k)
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
         for i in range(end, m):
-            res += x[:, i]
+            res += row(lo + i)
         return res
     half = m // 2 - (m // 2) % 8
-    return _pairwise(x[:, :half]) + _pairwise(x[:, half:])
+    return _pairwise(row, lo, half) + _pairwise(row, lo + half, m - half)
 
 
 _lock = threading.Lock()
