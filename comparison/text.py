@@ -318,7 +318,8 @@ def frozen(items) -> frozenset:
 
 @lru_cache(maxsize=32768)
 def content(text: str) -> frozenset[str]:
-    return frozen(t for t in tokens(text) if t not in STOP)
+    found = frozenset(tokens(text)) - STOP
+    return found if found else EMPTY
 
 
 def overlap(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
