@@ -391,6 +391,22 @@ def test_the_vector_cache_restarting_mid_call_keeps_the_texts_of_that_call(monke
     assert np.array_equal(again[0], first[0])
 
 
+def test_the_vector_cache_drops_the_texts_least_recently_asked_for(monkeypatch):
+    from comparison import semantic
+
+    embedder = semantic.load_embedder()
+    embedder._vectors.clear()
+    embedder.encode(["an expected rule", "a candidate seen once"])
+    embedder.encode(["an expected rule"])
+    monkeypatch.setattr(semantic, "_VECTOR_CACHE", 3)
+    embedder.encode(["another candidate", "yet another candidate"])
+    assert set(embedder._vectors) == {
+        "an expected rule",
+        "another candidate",
+        "yet another candidate",
+    }
+
+
 def _rows() -> list[dict]:
     from comparison import train
 
@@ -427,6 +443,10 @@ def _rows() -> list[dict]:
             "the controlled rollout installed and filled",
             "the controlled rollout installed and filled",
         ),
+        # contractions in any case and either apostrophe; outside ASCII every pattern is
+        # tried, as a case-blind "s" also matches the long s
+        ("WE'VE retried, they’re down", "WE have retried, they are down"),
+        ("it'ſ broken", "it is broken"),
         # quotation marks of every kind quote alike
         ('fails with "Resources exceeded"', "fails with 'Resources exceeded'"),
         ("run `qm stop` first", "run 'qm stop' first"),
