@@ -97,28 +97,33 @@ class Prefilter:
 
 
 class _SharedScan:
-    """The one trie scan over the strings of every prefilter, remade when one is added."""
+    """The one trie scan over the strings of every prefilter, made again (on first use,
+    not once per vocabulary at import) when one brings strings it lacks."""
 
     def __init__(self) -> None:
         self.strings: frozenset[str] = frozenset()
         self.version = 0
-        self.scan = None
+        self.scan: re.Pattern | None = None
         self.strings_in = lru_cache(maxsize=32768)(self._strings_in)
 
     def add(self, strings: set[str]) -> None:
         if strings <= self.strings:
             return
-        strings = self.strings | strings
-        scan = re.compile(f"(?=({_trie_source(sorted(strings))}))")
-        # The scan before the version: a prefilter that sees the new version credits
-        # itself from the new strings, and a text memoised with the old scan is read again.
-        self.scan, self.strings = scan, frozenset(strings)
+        # A prefilter that sees the new version credits itself from the new strings, and
+        # a text memoised with the old scan is read again.
+        self.strings = self.strings | strings
+        self.scan = None
         self.strings_in.cache_clear()
         self.version += 1
 
     def _strings_in(self, text: str) -> frozenset[str]:
         """The strings found in `text`, each the longest of them starting where it does."""
-        found = frozenset(self.scan.findall(text)) if self.scan is not None else _NONE
+        scan = self.scan
+        if scan is None:
+            if not self.strings:
+                return _NONE
+            scan = self.scan = re.compile(f"(?=({_trie_source(sorted(self.strings))}))")
+        found = frozenset(scan.findall(text))
         return found if found else _NONE
 
 
