@@ -21,7 +21,7 @@ from .directives import directive_stances, stance_conflicts
 from .features import Evidence, field_texts, pair_evidence
 from .lexicon import canonical
 from .model import load_model
-from .text import plain_spelling, token_f1, word_diff
+from .text import diff_runs, plain_spelling, token_f1, word_diff
 from .triggers import declared_atoms, signature_agreement, trigger_atoms
 
 __all__ = [
@@ -181,7 +181,7 @@ def _result(extracted: dict, expected: dict, found: Evidence, score: float, mode
         fields[field] = {
             "token_f1": round(token_f1(exp, ext), 4),
             "semantic": round(found.semantic[field], 4),
-            "diff": [list(op) for op in word_diff(exp, ext)],
+            "diff": _diff_lists(exp, ext),
         }
     semantic = (found.semantic["trigger"] + found.semantic["directive"]) / 2
     return {
@@ -197,6 +197,20 @@ def _result(extracted: dict, expected: dict, found: Evidence, score: float, mode
         "doubts": found.doubts,
         "components": COMPONENTS,
     }
+
+
+def _diff_lists(expected: str, extracted: str) -> list[list[str]]:
+    """`word_diff` with each operation a list, as the result carries it, made as lists
+    rather than tuples converted one by one."""
+    ops: list[list[str]] = []
+    for gone, came, kept in diff_runs(expected, extracted):
+        if gone:
+            ops += [["delete", w] for w in gone.split()]
+        if came:
+            ops += [["insert", w] for w in came.split()]
+        if kept:
+            ops += [["keep", w] for w in kept.split()]
+    return ops
 
 
 def _why(verdict: str, score: float, found: Evidence) -> str:

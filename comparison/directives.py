@@ -205,7 +205,7 @@ def _option(text: str) -> set[str]:
 
 def preference_swapped(expected: str, extracted: str) -> str | None:
     """ "use IS NULL instead of = NULL" against "use = NULL instead of IS NULL"."""
-    if not (PREFERENCE_CUE.search(expected) and PREFERENCE_CUE.search(extracted)):
+    if not (PREFERENCE_CUE.holds(expected) and PREFERENCE_CUE.holds(extracted)):
         return None  # cheap test first: the lazy pattern below backtracks over the text
     ma, mb = PREFERENCE.search(expected), PREFERENCE.search(extracted)
     if not ma or not mb:
@@ -233,13 +233,12 @@ def forbidden_done(expected: str, extracted: str) -> str | None:
         (expected, extracted, "extracted"),
         (extracted, expected, "expected"),
     ):
-        other_done = rule_done = None
-        for found in _NEGATED_PHRASE.finditer(rule.lower()):
-            if other_done is None:
-                other_done = stems(_NEGATED_PHRASE.any_case.sub(" ", other.lower()))
-                rule_done = stems(_NEGATED_PHRASE.any_case.sub(" ", rule.lower()))
-            act = [stem(w) for w in tokens(found.group(1)) if w not in STOP][:2]
-            if act and all(any(same_stem(w, o) for o in other_done) for w in act):
+        acts = _forbidden_acts(rule)
+        if not acts:
+            continue
+        other_done, rule_done = _done_outside_negations(other), _done_outside_negations(rule)
+        for act in acts:
+            if all(any(same_stem(w, o) for o in other_done) for w in act):
                 # A rule that reads as doing what it forbids ("use xQueueSendFromISR
                 # instead of xQueueSend": one name starts the other) tells nothing.
                 if all(any(same_stem(w, o) for o in rule_done) for w in act):
@@ -248,12 +247,30 @@ def forbidden_done(expected: str, extracted: str) -> str | None:
     return None
 
 
+# Both memoised per text: the expected rule's are read again for every candidate.
+@lru_cache(maxsize=8192)
+def _forbidden_acts(text: str) -> tuple[tuple[str, ...], ...]:
+    """The acts a rule forbids, in order: the stems of the first two content words after
+    each negation that has any."""
+    acts = []
+    for found in _NEGATED_PHRASE.finditer(text.lower()):
+        act = tuple([stem(w) for w in tokens(found.group(1)) if w not in STOP][:2])
+        if act:
+            acts.append(act)
+    return tuple(acts)
+
+
+@lru_cache(maxsize=8192)
+def _done_outside_negations(text: str) -> frozenset[str]:
+    return stems(_NEGATED_PHRASE.any_case.sub(" ", text.lower()))
+
+
 _SEQUENCE_CUE = CaseBlind(r"\b(?:first|then|before|after|afterwards|later|until)\b")
 
 
 def _order_swapped(expected: str, extracted: str) -> str | None:
     """ "deploy the code first and drop the column later" against the reverse order."""
-    if not (_SEQUENCE_CUE.search(expected) and _SEQUENCE_CUE.search(extracted)):
+    if not (_SEQUENCE_CUE.holds(expected) and _SEQUENCE_CUE.holds(extracted)):
         return None
     seq_a, seq_b = _verb_sequence(expected), _verb_sequence(extracted)
     common = [v for v in seq_a if v in seq_b]
@@ -262,6 +279,9 @@ def _order_swapped(expected: str, extracted: str) -> str | None:
     if common != sorted(common, key=seq_b.index):
         return f"the steps come in the opposite order ({' then '.join(common)})"
     return None
+
+
+_AFTER = re.compile(r"\bafter\b")
 
 
 def _verb_sequence(text: str) -> list[str]:
@@ -277,8 +297,8 @@ def _verb_sequence(text: str) -> list[str]:
             seen.append(verb)
     # "before"/"after" reorder their clause: "pull before pushing" is pull, push;
     # "push after pulling" is pull, push as well.
-    if re.search(r"\bafter\b", text) and len(seen) == 2:
-        first_clause = re.split(r"\bafter\b", text)[0]
+    if len(seen) == 2 and _AFTER.search(text):
+        first_clause = _AFTER.split(text)[0]
         if COMPILED_ACTIONS[seen[0]].search(first_clause):
             seen.reverse()
     return seen
@@ -325,7 +345,7 @@ def steps(text: str) -> tuple[str, ...]:
 
 def _steps_reversed(expected: str, extracted: str) -> str | None:
     """ "verify the signature before processing" against "process first, verify afterwards"."""
-    if not (_SEQUENCE_CUE.search(expected) or _SEQUENCE_CUE.search(extracted)):
+    if not (_SEQUENCE_CUE.holds(expected) or _SEQUENCE_CUE.holds(extracted)):
         return None
     a, b = steps(expected), steps(extracted)
     # Where each of the expected rule's acts comes in the extracted one ("proces" is

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from .directives import HARD_KINDS, directive_findings, stances_of, verb_classes
@@ -311,7 +312,9 @@ def _order_discordance(exp: str, ext: str) -> float:
     return kept * discordant / (n * (n - 1) // 2)
 
 
+@lru_cache(maxsize=16384)
 def _first_positions(text: str) -> dict[str, int]:
+    # Memoised (the expected text's are asked for with every candidate); read only.
     out: dict[str, int] = {}
     for i, w in enumerate(tokens(text)):
         if w not in STOP:
@@ -343,8 +346,11 @@ def _directive_features(
     rejected = rejected_alternative(exp, ext, embedder)
     if rejected:
         findings.append(("rejected", rejected))
+    counts: dict[str, int] = {}
+    for kind, _ in findings:
+        counts[kind] = counts.get(kind, 0) + 1
     for kind in FINDING_KINDS:
-        out[f"directive_{kind}"] = float(sum(k == kind for k, _ in findings))
+        out[f"directive_{kind}"] = float(counts.get(kind, 0))
     va, vb = verb_classes(exp), verb_classes(ext)
     out["directive_acts_overlap"] = overlap(va, vb) if va and vb else 0.5
     sa, sb = stances_of(exp), stances_of(ext)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .literals import Prefilter, required
+from .literals import Prefilter, lowered, required
 
 # ---------------------------------------------------------------------------
 # Failure-mode atoms (semantics §1: `tool:`, `action:`, `error:` and any other key)
@@ -281,13 +281,16 @@ class Lexicon:
     def __init__(self, patterns: dict[str, str], *, case_sensitive=()):
         self.case_sensitive = frozenset(case_sensitive)
         self.patterns = {name: re.compile(p) for name, p in patterns.items()}
-        # A case-sensitive pattern is searched on every text: its strings are not in
-        # lower case.
+        # A case-sensitive pattern is filtered by its strings lower-cased, as the scan
+        # reads the lower-cased text, and searched in the text itself.
         self.members = [
             (name, self.patterns[name], name in self.case_sensitive) for name in patterns
         ]
         self.prefilter = Prefilter(
-            [None if name in self.case_sensitive else required(p) for name, p in patterns.items()]
+            [
+                lowered(required(p)) if name in self.case_sensitive else required(p)
+                for name, p in patterns.items()
+            ]
         )
 
     def found(self, text: str) -> list[str]:

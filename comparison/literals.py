@@ -12,6 +12,7 @@ every pattern.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from re import _constants as sre  # the parsed form of a pattern; read, never changed
 from re import _parser
 
@@ -36,32 +37,98 @@ def required(pattern: str, *, ignore_case: bool = False) -> Required:
     return frozenset(s.lower() for s in found) if ignore_case else found
 
 
+def lowered(need: Required) -> Required:
+    """The strings of a case-sensitive pattern as the lower-cased text holds them: where
+    a text holds an ASCII string, its lower-cased text holds the string lower-cased. A
+    non-ASCII string gives nothing (the final sigma lower-cases by its place)."""
+    if need is None or not all(s.isascii() for s in need):
+        return None
+    return frozenset(s.lower() for s in need)
+
+
 class Prefilter:
     """Which of many patterns may match a text, by their required strings.
 
-    All the strings go into one regular expression shaped as a trie (one branch per next
-    letter), tried at every position of the text through a look-ahead: at each position
-    it finds the longest string starting there, and every shorter one starting there is
-    a prefix of it. So each pattern is credited with every string that contains one of
-    its own, and a text costs one scan in C instead of a test per string."""
+    The strings of every prefilter in the process go into one regular expression shaped
+    as a trie (one branch per next letter), tried at every position of the text through
+    a look-ahead: at each position it finds the longest string starting there, and every
+    shorter one starting there is a prefix of it. So each pattern is credited with every
+    string that contains one of its own, and a text costs one scan in C instead of a test
+    per string. The scan is shared (`_SharedScan`) and its findings memoised per text: a
+    text is read by several vocabularies (tools, actions, errors, states, acts, the
+    equivalences), and one scan of it serves them all."""
 
     def __init__(self, needs: list[Required]) -> None:
         self.always = frozenset(i for i, need in enumerate(needs) if need is None)
-        strings = sorted({s for need in needs if need for s in need})
-        self.credited = {
-            s: frozenset(i for i, need in enumerate(needs) if need and any(n in s for n in need))
-            for s in strings
-        }
-        self.scan = re.compile(f"(?=({_trie_source(strings)}))") if strings else None
+        self.always_sorted = sorted(self.always)
+        self.needs = list(needs)
+        self.credited: dict[str, frozenset[int]] = {}
+        self.version = -1
+        _SHARED.add({s for need in needs if need for s in need})
 
     def candidates(self, text: str) -> list[int]:
         """Indices of the patterns that may match `text`, in order."""
+        found = _SHARED.strings_in(text)
+        if self.version != _SHARED.version:
+            self._credit()
+        if not found:
+            return list(self.always_sorted)
         hit = set(self.always)
-        if self.scan is not None:
-            credited = self.credited
-            for found in set(self.scan.findall(text)):
-                hit |= credited[found]
+        credited = self.credited
+        for s in found:
+            own = credited.get(s)
+            if own:
+                hit |= own
         return sorted(hit)
+
+    def _credit(self) -> None:
+        # A string of the shared scan found in a text credits every pattern one of whose
+        # own strings it contains: where that string occurs, the scan found it or a longer
+        # string it starts. Only the strings that credit something are kept.
+        version, strings = _SHARED.version, _SHARED.strings
+        needs = self.needs
+        credited = {}
+        for s in strings:
+            own = frozenset(i for i, need in enumerate(needs) if need and any(n in s for n in need))
+            if own:
+                credited[s] = own
+        self.credited = credited
+        self.version = version
+
+
+class _SharedScan:
+    """The one trie scan over the strings of every prefilter, made again (on first use,
+    not once per vocabulary at import) when one brings strings it lacks."""
+
+    def __init__(self) -> None:
+        self.strings: frozenset[str] = frozenset()
+        self.version = 0
+        self.scan: re.Pattern | None = None
+        self.strings_in = lru_cache(maxsize=32768)(self._strings_in)
+
+    def add(self, strings: set[str]) -> None:
+        if strings <= self.strings:
+            return
+        # A prefilter that sees the new version credits itself from the new strings, and
+        # a text memoised with the old scan is read again.
+        self.strings = self.strings | strings
+        self.scan = None
+        self.strings_in.cache_clear()
+        self.version += 1
+
+    def _strings_in(self, text: str) -> frozenset[str]:
+        """The strings found in `text`, each the longest of them starting where it does."""
+        scan = self.scan
+        if scan is None:
+            if not self.strings:
+                return _NONE
+            scan = self.scan = re.compile(f"(?=({_trie_source(sorted(self.strings))}))")
+        found = frozenset(scan.findall(text))
+        return found if found else _NONE
+
+
+_NONE: frozenset[str] = frozenset()
+_SHARED = _SharedScan()
 
 
 def _trie_source(strings: list[str]) -> str:

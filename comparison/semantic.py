@@ -23,6 +23,7 @@ import re
 import threading
 import unicodedata
 from functools import lru_cache
+from itertools import chain, islice
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -138,10 +139,7 @@ class StaticEmbedder:
         return tuple(ids)
 
     def piece_ids(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for word in _basic_tokens(text):
-            ids.extend(self._pieces(word))
-        return ids
+        return list(chain.from_iterable(map(self._pieces, _basic_tokens(text))))
 
     def pieces(self, text: str):
         """(unit vectors, weights) of a text's word pieces, for soft word alignment.
@@ -167,20 +165,30 @@ class StaticEmbedder:
         """One unit vector per text (a zero vector for a text with no known piece).
 
         A text's vector depends on that text alone, so each is computed once and kept:
-        an expected rule is compared with every candidate extracted for it."""
+        an expected rule is compared with every candidate extracted for it. The texts
+        least recently asked for go first when the cache is full, so a batch of unseen
+        candidates does not push out the expected rules they are compared with."""
         np = _numpy()
         cache = self._vectors
-        missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        # This call's vectors, taken out of the cache and put back last (the most
+        # recent); read from this dict, so another thread's eviction cannot lose one.
+        vectors = {}
+        for text in texts:
+            vector = cache.pop(text, None)
+            if vector is not None:
+                vectors[text] = vector
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
         if missing:
-            if len(cache) + len(missing) > _VECTOR_CACHE:
-                # Bounded: rule texts are short, but a process lives long. What this
-                # call found in the cache is gone with it, so all of its texts are made.
-                cache.clear()
-                missing = list(dict.fromkeys(texts))
-            cache.update(zip(missing, self._encode(missing), strict=True))
+            vectors.update(zip(missing, self._encode(missing), strict=True))
+        excess = len(cache) + len(vectors) - _VECTOR_CACHE
+        if excess > 0:
+            # Bounded: rule texts are short, but a process lives long.
+            for text in list(islice(cache, excess)):
+                cache.pop(text, None)
+        cache.update(vectors)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([cache[t] for t in texts])
+        return np.stack([vectors[t] for t in texts])
 
     def _encode(self, texts: list[str]):
         np = _numpy()
@@ -198,42 +206,48 @@ class StaticEmbedder:
 
 def _segment_sums(matrix, flat, lengths):
     """The sum of `matrix[flat]` over each run of `lengths` rows, texts of one length at
-    a time: one gather and a few additions per length, where per-text numpy calls cost
-    more than the arithmetic and `np.add.reduceat` walks the rows one by one. The sums
-    come out exactly as `np.add.reduceat` makes them (the first row plus the pairwise sum
-    of the rest), so vectors do not move by a rounding."""
+    a time: a few gathers and additions per length, where per-text numpy calls cost more
+    than the arithmetic and `np.add.reduceat` walks the rows one by one. The sums come
+    out exactly as `np.add.reduceat` makes them (the first row plus the pairwise sum of
+    the rest), so vectors do not move by a rounding. The rows are gathered piece by
+    piece (every text's first piece, then every text's second, ...) and added as they
+    come, rather than gathered into one (texts, pieces, dim) block and read again."""
     np = _numpy()
     starts = np.cumsum(lengths) - lengths
     out = np.empty((len(lengths), matrix.shape[1]), dtype=matrix.dtype)
     for length in np.unique(lengths).tolist():
         which = np.flatnonzero(lengths == length)
-        seg = matrix[flat[starts[which][:, None] + np.arange(length)]]
-        out[which] = seg[:, 0] if length == 1 else seg[:, 0] + _pairwise(seg[:, 1:])
+        base = starts[which]
+
+        def row(j, base=base):
+            return matrix.take(flat.take(base + j), axis=0)
+
+        first = row(0)
+        out[which] = first if length == 1 else first + _pairwise(row, 1, length - 1)
     return out
 
 
-def _pairwise(x):
-    """numpy's pairwise summation over axis 1 of (texts, pieces, dim), in its order:
-    one by one under 8 terms, 8 running sums up to 128, halves beyond."""
-    m = x.shape[1]
+def _pairwise(row, lo: int, m: int):
+    """numpy's pairwise summation of the rows `row(lo)` … `row(lo + m - 1)` (each a fresh
+    (texts, dim) array), in its order: one by one under 8 terms, 8 running sums up to
+    128, halves beyond."""
     if m < 8:
-        res = x[:, 0].copy()
+        res = row(lo)
         for i in range(1, m):
-            res += x[:, i]
+            res += row(lo + i)
         return res
     if m <= 128:
-        r = x[:, :8].copy()
+        r = [row(lo + k) for k in range(8)]
         end = m - m % 8
         for i in range(8, end, 8):
-            r += x[:, i : i + 8]
-        res = ((r[:, 0] + r[:, 1]) + (r[:, 2] + r[:, 3])) + (
-            (r[:, 4] + r[:, 5]) + (r[:, 6] + r[:, 7])
-        )
+            for k in range(8):
+                r[k] += row(lo + i + k)
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
         for i in range(end, m):
-            res += x[:, i]
+            res += row(lo + i)
         return res
     half = m // 2 - (m // 2) % 8
-    return _pairwise(x[:, :half]) + _pairwise(x[:, half:])
+    return _pairwise(row, lo, half) + _pairwise(row, lo + half, m - half)
 
 
 _lock = threading.Lock()

@@ -18,8 +18,7 @@ from .text import (
     same_stem,
     stem,
 )
-from .thesaurus import antonyms as thesaurus_antonyms
-from .thesaurus import lemmas
+from .thesaurus import lemmas, opposite_lemmas
 from .triggers import atoms_of
 
 if TYPE_CHECKING:
@@ -54,9 +53,10 @@ def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) ->
         # A compound term is judged by the part that changed: "--ask-become-pass" against
         # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
         old, new = old - new, new - old
-        if not old or not new or related(old, new) or _same_atoms(gone, came, frozenset(old)):
+        # The cheap tests first: the atoms of both runs are read only when they decide.
+        if not old or not new or related(old, new) or _compound(gone, came):
             continue
-        if _compound(gone, came):
+        if _same_atoms(gone, came, frozenset(old)):
             continue
         vectors = embedder.encode([only(gone, old), only(came, new)])
         if float(vectors[0] @ vectors[1]) < _SWAP_SYNONYM_COS:
@@ -94,19 +94,21 @@ def _joined(words: str) -> str:
     return words.replace(" ", "").replace("-", "")
 
 
-def _inflected(a: str, b: str) -> bool:
-    # One word in another inflection ("file" / "files", "ran" / "run"), which the crude
-    # stems miss where the stem ends in "e".
-    return bool(lemmas(a) & lemmas(b)) or a + "s" == b or b + "s" == a
-
-
 @lru_cache(maxsize=8192)
 def _related(old: frozenset[str], new: frozenset[str]) -> bool:
     if any(opposites_of(a) & new for a in old):
         return False
-    if any(thesaurus_antonyms(a, b) for a in old for b in new):
+    # Every pair of words tested at once, on each side's lemmas together (a lemma meets
+    # one of the other side's words' exactly when it meets their union): a word WordNet
+    # calls the opposite of one on the other side, or one word in another inflection
+    # ("file" / "files", "ran" / "run", which the crude stems miss where the stem ends
+    # in "e").
+    new_lemmas = frozenset().union(*map(lemmas, new))
+    if new_lemmas and any(opposite_lemmas(a) & new_lemmas for a in old):
         return False
-    if any(_inflected(a, b) for a in old for b in new):
+    if not new_lemmas.isdisjoint(frozenset().union(*map(lemmas, old))):
+        return True
+    if any(a + "s" in new for a in old) or any(b + "s" in old for b in new):
         return True
     if old <= PRONOUNS or new <= PRONOUNS:
         return True
@@ -133,7 +135,7 @@ def rejected_alternative(expected: str, extracted: str, embedder: StaticEmbedder
         (expected, extracted, "extracted"),
         (extracted, expected, "expected"),
     ):
-        if not PREFERENCE_CUE.search(rule) or _AVOID_CUE.search(other):
+        if not PREFERENCE_CUE.holds(rule) or _AVOID_CUE.holds(other):
             continue
         found = PREFERENCE.search(rule)
         if not found:
@@ -158,7 +160,7 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
         old, new = content(gone) - content(came), content(came) - content(gone)
         if not old or not new:
             one_sided += len(old | new)
-        elif related(old, new) or _same_atoms(gone, came, frozenset(old)) or _compound(gone, came):
+        elif related(old, new) or _compound(gone, came) or _same_atoms(gone, came, frozenset(old)):
             explained += len(old | new)
         else:
             unexplained += len(old | new)

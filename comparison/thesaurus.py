@@ -19,7 +19,7 @@ from pathlib import Path
 THESAURUS = Path(__file__).resolve().parent / "data" / "thesaurus.json"
 _EMPTY: frozenset = frozenset()
 # A set of words together: their senses, with the generalisations too, their lemmas.
-_Side = tuple[frozenset[int], frozenset[int], frozenset[str]]
+_Side = tuple[set[int], set[int], set[str]]
 
 
 class _Data:
@@ -72,6 +72,11 @@ def _senses(word: str) -> tuple[frozenset[int], frozenset[int], frozenset[str]]:
     return frozenset(own), frozenset(parents), frozenset(opposite)
 
 
+def opposite_lemmas(word: str) -> frozenset[str]:
+    """The lemmas WordNet calls opposites of one of the word's lemmas."""
+    return _senses(word)[2]
+
+
 def antonyms(a: str, b: str) -> bool:
     """WordNet calls one word's lemma the opposite of the other's ("increase" /
     "decreased", "slow" / "fast")."""
@@ -112,36 +117,34 @@ def changed_words(gone: frozenset[str], came: frozenset[str]) -> tuple[float, in
     if not gone or not came:
         # Nothing on the other side to be a synonym or an opposite of.
         return 0.0, 0
-    gone_side, came_side = _side(gone), _side(came)
-    matched = _synonym_count(gone, came, came_side) + _synonym_count(came, gone, gone_side)
-    opposed = sum(bool(_senses(a)[2] & came_side[2]) for a in gone if lemmas(a))
+    # A word WordNet does not know (most of them: names, flags, paths) is passed over
+    # without a set operation; with none known on one side, nothing can match.
+    known_gone = [w for w in gone if lemmas(w)]
+    known_came = [w for w in came if lemmas(w)] if known_gone else known_gone
+    if not known_came:
+        return 0.0, 0
+    gone_side, came_side = _side(known_gone), _side(known_came)
+    matched = sum(_has_synonym(w, came, came_side) for w in known_gone)
+    matched += sum(_has_synonym(w, gone, gone_side) for w in known_came)
+    opposed = sum(bool(_senses(a)[2] & came_side[2]) for a in known_gone)
     return matched / (len(gone) + len(came)), opposed
 
 
-def _synonym_count(words: frozenset[str], others: frozenset[str], side: _Side) -> int:
-    # A word WordNet does not know (most of them: names, flags, paths) is passed over
-    # without a set operation.
-    return sum(_has_synonym(w, others, side) for w in words if lemmas(w))
-
-
-def _side(words: frozenset[str]) -> _Side:
-    """A set of words together: their senses, their senses with the senses'
+def _side(known: list[str]) -> _Side:
+    """Words WordNet knows, together: their senses, their senses with the senses'
     generalisations, their lemmas. A word is then tested against the other side with
     two intersections, not one test a word ("synonyms" below, in set form: a shared
-    sense, or one generalising the other; a shared lemma shares its senses)."""
+    sense, or one generalising the other; a shared lemma shares its senses). Plain
+    sets: they live for one pair."""
     own: set[int] = set()
-    wider: set[int] = set()
+    parents: set[int] = set()
     found: set[str] = set()
-    for w in words:
-        w_lemmas = lemmas(w)
-        if not w_lemmas:
-            continue
+    for w in known:
         w_own, w_parents, _ = _senses(w)
         own |= w_own
-        wider |= w_own
-        wider |= w_parents
-        found |= w_lemmas
-    return frozenset(own), frozenset(wider), frozenset(found)
+        parents |= w_parents
+        found |= lemmas(w)
+    return own, own | parents, found
 
 
 def _has_synonym(

@@ -343,6 +343,19 @@ def test_the_strings_a_pattern_needs_are_in_every_text_it_matches():
     assert prefilter.candidates("a failure, xxy") == [0, 1, 2, 3]
 
 
+def test_a_prefilter_made_after_a_text_was_scanned_still_finds_its_strings():
+    from comparison.literals import Prefilter, required
+
+    # One scan serves every prefilter and is memoised per text: a prefilter added later
+    # must not be handed what the text held for the earlier ones only.
+    first = Prefilter([required("alphabet"), required("zulu")])
+    assert first.candidates("an alphabet of yankees and zulus") == [0, 1]
+    later = Prefilter([required("yankee"), required("omega"), required("alpha")])
+    assert later.candidates("an alphabet of yankees and zulus") == [0, 2]
+    assert first.candidates("an alphabet of yankees and zulus") == [0, 1]
+    assert later.candidates("omegas") == [1]
+
+
 def test_the_word_diff_finds_difflibs_blocks():
     import difflib
     import random
@@ -376,6 +389,22 @@ def test_the_vector_cache_restarting_mid_call_keeps_the_texts_of_that_call(monke
     monkeypatch.setattr(semantic, "_VECTOR_CACHE", len(embedder._vectors) + 1)
     again = embedder.encode(["the disk is full", "a text never seen", "one more new text"])
     assert np.array_equal(again[0], first[0])
+
+
+def test_the_vector_cache_drops_the_texts_least_recently_asked_for(monkeypatch):
+    from comparison import semantic
+
+    embedder = semantic.load_embedder()
+    embedder._vectors.clear()
+    embedder.encode(["an expected rule", "a candidate seen once"])
+    embedder.encode(["an expected rule"])
+    monkeypatch.setattr(semantic, "_VECTOR_CACHE", 3)
+    embedder.encode(["another candidate", "yet another candidate"])
+    assert set(embedder._vectors) == {
+        "an expected rule",
+        "another candidate",
+        "yet another candidate",
+    }
 
 
 def _rows() -> list[dict]:
@@ -414,6 +443,10 @@ def _rows() -> list[dict]:
             "the controlled rollout installed and filled",
             "the controlled rollout installed and filled",
         ),
+        # contractions in any case and either apostrophe; outside ASCII every pattern is
+        # tried, as a case-blind "s" also matches the long s
+        ("WE'VE retried, they’re down", "WE have retried, they are down"),
+        ("it'ſ broken", "it is broken"),
         # quotation marks of every kind quote alike
         ('fails with "Resources exceeded"', "fails with 'Resources exceeded'"),
         ("run `qm stop` first", "run 'qm stop' first"),
