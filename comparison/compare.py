@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 from .directives import directive_stances, stance_conflicts
 from .features import Evidence, field_texts, pair_evidence
+from .framing import unframed
 from .lexicon import canonical
 from .model import load_model
 from .text import diff_runs, plain_spelling, token_f1, word_diff
@@ -161,7 +162,7 @@ def evidence_many(
 
 
 def _canonical_rule(rule: dict) -> dict[str, str]:
-    return {field: canonical(plain_spelling(_text(rule, field))) for field in FIELDS}
+    return {field: canonical(unframed(plain_spelling(_text(rule, field)), field)) for field in FIELDS}
 
 
 def _text(rule: dict, field: str) -> str:
