@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,7 +200,7 @@ def child_memory(url: str, corpus: Path) -> dict:
     from itertools import islice
 
     django_child(url)
-    from lifecycle.services.corpus import CHUNK, _validate_chunk, import_corpus, read_lines
+    from lifecycle.services.corpus import CHUNK, _read, _validate_chunk, import_corpus
     from lifecycle.services.corpus_store import _PostgresStore
 
     class Unlimited:
@@ -207,6 +208,7 @@ def child_memory(url: str, corpus: Path) -> dict:
 
         copy_text = True
         time_text = staticmethod(_PostgresStore.time_text)
+        row_tail = f"\t{time_text(datetime.now(UTC))}\n".encode()
 
         def take(self, rows: int) -> None:
             pass
@@ -214,7 +216,7 @@ def child_memory(url: str, corpus: Path) -> dict:
     tracemalloc.start()
     with open(corpus, "rb") as lines:
         before = tracemalloc.get_traced_memory()[0]
-        rows = _validate_chunk(read_lines(islice(lines, CHUNK)), Unlimited())
+        rows = _validate_chunk(_read(islice(lines, CHUNK)), Unlimited())
         chunk = tracemalloc.get_traced_memory()[0] - before
         del rows
     tracemalloc.reset_peak()

@@ -63,6 +63,8 @@ REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
 # Lines a chunk holds: large enough that a chunk's statements cost little per line, small
 # enough that two chunks alive at once stay a few megabytes.
 CHUNK = 5_000
+# The first chunk is smaller: PostgreSQL has nothing to do until it is validated.
+FIRST_CHUNK = 1_000
 
 JSON_COLUMNS = (
     "steps",
@@ -85,41 +87,57 @@ JSON_COLUMNS = (
 _RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * len(str(jsonsafe.MAX_INT))
+# What makes a line not "plain" (its cells may not be written by orjson, `_fast_json`): a
+# number in exponent form (a digit before an "e"), one under 1e-4 written out ("0.0000"),
+# and a run of 16 digits (a float of 1e16 or more written out; an integer orjson may not
+# hold). orjson writes a float between 1e-10 and 1e-4 otherwise than `repr` does ("0.00001"
+# for "1e-05"), and every such float is read from one of these forms. A string that merely
+# looks so ("2e", "1.00001") only costs its line the old encoder.
+_NOT_PLAIN = (b"0" * 16, b"0e", b"0E", b"0.0000")
 
 
-def _decoded(raw: bytes) -> object:
+def _decoded(raw: bytes) -> tuple[object, bool]:
     """A line's value by orjson (a few times faster than `json`), or `_STRICT` when it needs
-    the strict reader."""
+    the strict reader; and whether the line is plain (`_NOT_PLAIN`)."""
+    digits = raw.translate(_DIGITS_AS_ZERO)
     if (
         raw.count(b"[") + raw.count(b"{") > jsonsafe.MAX_DEPTH
         or b"\x00" in raw
-        or _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO)
+        or _LONG_NUMBER in digits
         or _RISKY_ESCAPE.search(raw)
     ):
-        return _STRICT
+        return _STRICT, False
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return _STRICT
+        return _STRICT, False
+    odd, e, big_e, small = _NOT_PLAIN
+    return value, not (odd in digits or e in digits or big_e in digits or small in digits)
 
 
 _STRICT = object()
 
 
-def read_lines(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None]]:
-    """(line number, value, error) for every non-blank line, as `validation.read_jsonl` reads
-    them, through `_decoded` where it gives the same value."""
+def _read(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None, bool]]:
+    """`read_lines`, each line with whether it is plain (`_decoded`)."""
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        value = _decoded(raw) if raw.__class__ is bytes else _STRICT
+        value, plain = _decoded(raw) if raw.__class__ is bytes else (_STRICT, False)
         if value is _STRICT:
             try:
                 value = jsonsafe.loads(raw)
             except jsonsafe.JsonRejected as exc:
-                yield number, None, json_line_error(exc, number)
+                yield number, None, json_line_error(exc, number), False
                 continue
-        yield number, value, None
+        yield number, value, None, plain
+
+
+def read_lines(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None]]:
+    """(line number, value, error) for every non-blank line, as `validation.read_jsonl` reads
+    them, through `_decoded` where it gives the same value."""
+    for number, value, error, _ in _read(lines):
+        yield number, value, error
 
 
 def _shape_errors(obj: dict, *, json_bytes: bool = False) -> list[tuple[str, str]]:
@@ -266,25 +284,38 @@ def _json(value) -> str | None:
     return None if value is None else "".join(_encoder(value, 0))
 
 
-def _cells(fields: dict, time_text: Callable) -> tuple:
-    """The row's cells in CELL_COLUMNS order; raises ValueError (NaN, infinity)."""
+_dumps = orjson.dumps
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def _fast_json(value) -> str | None:
+    """`_json` by orjson, for a plain line's values only (`_NOT_PLAIN`): the same text, a few
+    times faster (`tests/unit/test_corpus_reading.py` compares the two). It raises
+    `orjson.JSONEncodeError` where it cannot write a value (a lone surrogate, an integer past
+    64 bits); `serialise` then takes the line through `_json`, which names what is wrong."""
+    return None if value is None else _dumps(value, option=_SORTED).decode()
+
+
+def _cells(fields: dict, time_text: Callable, dump: Callable = _json) -> tuple:
+    """The row's cells in CELL_COLUMNS order, the JSON ones written by `dump`; raises
+    ValueError (NaN, infinity)."""
     started_at = fields["started_at"]
     return (
         fields["id"],
         fields["kind"],
         fields["task"],
-        _json(fields["steps"]),
-        _json(fields["outcome"]),
-        _json(fields["metrics"]),
-        _json(fields["signature"]),
-        _json(fields["notices"]),
+        dump(fields["steps"]),
+        dump(fields["outcome"]),
+        dump(fields["metrics"]),
+        dump(fields["signature"]),
+        dump(fields["notices"]),
         fields["session_id"],
         None if started_at is None else time_text(started_at),
         fields["corpus"],
-        _json(fields["expected_rule"]),
+        dump(fields["expected_rule"]),
         fields["replayable"],
-        _json(fields["replay_input"]),
-        _json(fields["meta"]),
+        dump(fields["replay_input"]),
+        dump(fields["meta"]),
     )
 
 
@@ -361,46 +392,61 @@ def _hashed_as_given(fields: dict, time_text: Callable) -> str:
     return row_text(_cells({**fields, **fields["as_given"]}, time_text))
 
 
-def serialise(number: int, fields: dict, store) -> tuple[Row | None, list]:
-    """One validated line as the row the store writes: every value serialised once, and the
-    content hash taken from that same text. A store that writes by COPY keeps the text; one
-    that writes by INSERT keeps the cells."""
-    time_text = store.time_text
+def _plain_cells(fields: dict, time_text: Callable) -> tuple | None:
+    """The cells of a plain line by `_fast_json`, or None where orjson cannot write a value."""
     try:
-        cells = _cells(fields, time_text)
-        text = row_text(cells)
-        hashed = text if "as_given" not in fields else _hashed_as_given(fields, time_text)
+        return _cells(fields, time_text, _fast_json)
+    except orjson.JSONEncodeError:
+        return None
+
+
+def serialise(number: int, fields: dict, store, *, plain: bool = False) -> tuple[Row | None, list]:
+    """One validated line as the row the store writes: every value serialised once, and the
+    content hash taken from that same text. A store that writes by COPY keeps the row's line
+    of COPY text, hash and time of import included, as bytes; one that writes by INSERT keeps
+    the cells. A `plain` line (`_decoded`) without a derived signature has its JSON written by
+    orjson; any other by the json module's encoder, as before: the same text either way."""
+    time_text = store.time_text
+    derived = "as_given" in fields
+    try:
+        cells = _plain_cells(fields, time_text) if plain and not derived else None
+        if cells is None:
+            cells = _cells(fields, time_text)
+        data = row_text(cells).encode()
+        hashed = data if not derived else _hashed_as_given(fields, time_text).encode()
         # NUL is refused in text and jsonb alike (in the COPY text, JSON's backslash is doubled).
-        if "\x00" in text or "\\\\u0000" in text:
+        if b"\x00" in data or b"\\\\u0000" in data:
             raise ValueError("NUL")
-        digest = hashlib.sha256(hashed.encode()).hexdigest()
+        digest = hashlib.sha256(hashed).hexdigest()
     except (ValueError, UnicodeEncodeError):
         return None, _size_errors(number, fields) + _cell_errors(number, fields, time_text)
     if _may_be_too_large(cells) and (too_large := _size_errors(number, fields)):
         return None, too_large
-    payload = text if store.copy_text else cells
+    payload = b"".join((data, b"\t", digest.encode(), store.row_tail)) if store.copy_text else cells
     return Row(number, fields["id"], payload, digest, trajectory_atoms(fields)), []
 
 
 def _validate_chunk(
-    numbered: Iterator[tuple[int, object, LineError | None]], store
+    numbered: Iterator[tuple[int, object, LineError | None, bool]], store, size: int = 0
 ) -> tuple[list[Row], list[LineError], int]:
-    """The next CHUNK lines as good rows (a repeated id within them refused), their errors and
-    the number of the last line read (0 at the end of the file). Each parsed line is dropped
-    as soon as its row is built: a chunk in memory is its rows, not its parsed objects. Room
-    is taken from the store before each block of lines (`corpus_store`)."""
+    """The next `size` lines (CHUNK by default) as good rows (a repeated id within them
+    refused), their errors and the number of the last line read (0 at the end of the file).
+    Each parsed line is dropped as soon as its row is built: a chunk in memory is its rows, not
+    its parsed objects. Room is taken from the store before each block of lines
+    (`corpus_store`)."""
     rows: dict[str, Row] = {}
     errors: list[LineError] = []
     last = 0
-    step = min(BLOCK, CHUNK)
-    for count, (number, obj, error) in enumerate(islice(numbered, CHUNK)):
+    size = size or CHUNK
+    step = min(BLOCK, size)
+    for count, (number, obj, error, plain) in enumerate(islice(numbered, size)):
         if not count % step:
             store.take(step)
         last = number
         fields, line_errors = (None, [error]) if error else parse_trajectory(number, obj)
         row = None
         if not line_errors:
-            row, line_errors = serialise(number, fields, store)
+            row, line_errors = serialise(number, fields, store, plain=plain)
         if row is not None and row.id in rows:
             first = rows[row.id].line
             line_errors = [LineError(number, "id", f"{row.id!r} already appears on line {first}")]
@@ -497,14 +543,16 @@ def import_corpus(
     the command line keeps no list as long as the file)."""
     result = ImportResult()
     errors: list[LineError] = []
-    numbered = read_lines(lines)
+    numbered = _read(lines)
+    size = min(FIRST_CHUNK, CHUNK)
     with (
         _collector_paused(),
         transaction.atomic(),
         corpus_store(timezone.now(), room=CHUNK + BLOCK) as store,
     ):
         while True:
-            rows, chunk_errors, last = _validate_chunk(numbered, store)
+            rows, chunk_errors, last = _validate_chunk(numbered, store, size)
+            size = CHUNK
             if not last:
                 break
             _absorb(store.wait(), result, errors)
