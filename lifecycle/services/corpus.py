@@ -88,17 +88,24 @@ _RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * len(str(jsonsafe.MAX_INT))
 # What makes a line not "plain" (its cells may not be written by orjson, `_fast_json`): a
-# number in exponent form (a digit before an "e"), one under 1e-4 written out ("0.0000"),
-# and a run of 16 digits (a float of 1e16 or more written out; an integer orjson may not
-# hold). orjson writes a float between 1e-10 and 1e-4 otherwise than `repr` does ("0.00001"
-# for "1e-05"), and every such float is read from one of these forms. A string that merely
-# looks so ("2e", "1.00001") only costs its line the old encoder.
-_NOT_PLAIN = (b"0" * 16, b"0e", b"0E", b"0.0000")
+# number in exponent form, one under 1e-4 written out ("0.0000"), and an integer part of 16
+# digits or more. orjson writes a float between 1e-10 and 1e-4 otherwise than `repr` does
+# ("0.00001" for "1e-05"), and every such float is read from one of the first two forms; the
+# third is a margin (integers orjson holds are written alike: `tests/unit/
+# test_corpus_reading.py`). The translated line (digits as "0") is searched first, cheaply; a
+# regular expression looks again only where it finds a digit before an "e" (as in "\u00e9")
+# or 16 digits in a row. A string that merely looks so (": 2e5", "10.00001") only costs its
+# line the old encoder.
+_EXPONENT = (b"0e", b"0E")
+_SMALL = b"0.0000"
+_SIXTEEN = b"0" * 16
+_EXPONENT_NUMBER = re.compile(rb"(?:^|[\s:,\[])-?[0-9]+(?:\.[0-9]*)?[eE]")
+_LONG_INTEGER = re.compile(rb"(?:^|[\s:,\[])-?[0-9]{16}")
 
 
 def _decoded(raw: bytes) -> tuple[object, bool]:
     """A line's value by orjson (a few times faster than `json`), or `_STRICT` when it needs
-    the strict reader; and whether the line is plain (`_NOT_PLAIN`)."""
+    the strict reader; and whether the line is plain (above)."""
     digits = raw.translate(_DIGITS_AS_ZERO)
     if (
         raw.count(b"[") + raw.count(b"{") > jsonsafe.MAX_DEPTH
@@ -111,8 +118,13 @@ def _decoded(raw: bytes) -> tuple[object, bool]:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return _STRICT, False
-    odd, e, big_e, small = _NOT_PLAIN
-    return value, not (odd in digits or e in digits or big_e in digits or small in digits)
+    e, big_e = _EXPONENT
+    plain = not (
+        _SMALL in raw
+        or ((e in digits or big_e in digits) and _EXPONENT_NUMBER.search(raw))
+        or (_SIXTEEN in digits and _LONG_INTEGER.search(raw))
+    )
+    return value, plain
 
 
 _STRICT = object()
