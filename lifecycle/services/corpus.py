@@ -111,7 +111,7 @@ def _decoded(raw: bytes) -> tuple[object, bool]:
         raw.count(b"[") + raw.count(b"{") > jsonsafe.MAX_DEPTH
         or b"\x00" in raw
         or _LONG_NUMBER in digits
-        or _RISKY_ESCAPE.search(raw)
+        or (b"\\u" in raw and _RISKY_ESCAPE.search(raw))
     ):
         return _STRICT, False
     try:

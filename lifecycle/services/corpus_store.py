@@ -146,11 +146,16 @@ class _PostgresStore:
         # What ends each row's line of COPY text after its hash (`corpus.serialise`).
         self.row_tail = f"\t{self._imported_at}\n".encode()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
-        self._pending: Future | None = None
         self._room = _Room(room)
         # Room taken by the caller since the last job, and room the running job still holds.
         self._taken = 0
         self._held = 0
+        self.unchecked = True
+        # The import's statements of setup are the worker's first job, run while the caller
+        # validates the first chunk: PostgreSQL's first rows no longer wait for them too.
+        self._pending: Future | None = self._pool.submit(self._begin)
+
+    def _begin(self) -> None:
         # A chunk's check is small, but its estimated cost (a subquery per id, two with the
         # stored hashes) can pass the threshold at which PostgreSQL compiles a statement: 13 ms
         # of compiling for 17 ms of work, every chunk. Only for this transaction.
@@ -164,7 +169,6 @@ class _PostgresStore:
         # lookup of stored hashes is skipped, and so is the check (`write_unchecked`).
         self._cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {TRAJECTORIES})")
         self._stored_lookup = self._cursor.fetchone()[0]
-        self.unchecked = True
         if self._stored_lookup:
             self.check_from_now()
 
