@@ -87,56 +87,36 @@ JSON_COLUMNS = (
 _RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * len(str(jsonsafe.MAX_INT))
-# What makes a line not "plain" (its cells may not be written by orjson, `_fast_json`): a
-# number in exponent form, one under 1e-4 written out ("0.0000"), and an integer part of 16
-# digits or more. orjson writes a float between 1e-10 and 1e-4 otherwise than `repr` does
-# ("0.00001" for "1e-05"), and every such float is read from one of the first two forms; the
-# third is a margin (integers orjson holds are written alike: `tests/unit/
-# test_corpus_reading.py`). The translated line (digits as "0") is searched first, cheaply; a
-# regular expression looks again only where it finds a digit before an "e" (as in "\u00e9")
-# or 16 digits in a row. A string that merely looks so (": 2e5", "10.00001") only costs its
-# line the old encoder.
-_EXPONENT = (b"0e", b"0E")
-_SMALL = b"0.0000"
-_SIXTEEN = b"0" * 16
-_EXPONENT_NUMBER = re.compile(rb"(?:^|[\s:,\[])-?[0-9]+(?:\.[0-9]*)?[eE]")
-_LONG_INTEGER = re.compile(rb"(?:^|[\s:,\[])-?[0-9]{16}")
 
 
-def _decoded(raw: bytes) -> tuple[object, bool]:
+def _decoded(raw: bytes) -> object:
     """A line's value by orjson (a few times faster than `json`), or `_STRICT` when it needs
-    the strict reader; and whether the line is plain (above)."""
-    digits = raw.translate(_DIGITS_AS_ZERO)
+    the strict reader."""
     if (
         raw.count(b"[") + raw.count(b"{") > jsonsafe.MAX_DEPTH
         or b"\x00" in raw
-        or _LONG_NUMBER in digits
-        or (b"\\u" in raw and _RISKY_ESCAPE.search(raw))
+        or _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO)
+        or _RISKY_ESCAPE.search(raw)
     ):
-        return _STRICT, False
+        return _STRICT
     try:
-        value = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return _STRICT, False
-    e, big_e = _EXPONENT
-    plain = not (
-        _SMALL in raw
-        or ((e in digits or big_e in digits) and _EXPONENT_NUMBER.search(raw))
-        or (_SIXTEEN in digits and _LONG_INTEGER.search(raw))
-    )
-    return value, plain
+        return _STRICT
 
 
 _STRICT = object()
 
 
 def _read(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None, bool]]:
-    """`read_lines`, each line with whether it is plain (`_decoded`)."""
+    """`read_lines`, each line with whether it is plain: read by orjson, not by the strict
+    reader (`serialise` may then write its cells by orjson too)."""
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        value, plain = _decoded(raw) if raw.__class__ is bytes else (_STRICT, False)
-        if value is _STRICT:
+        value = _decoded(raw) if raw.__class__ is bytes else _STRICT
+        plain = value is not _STRICT
+        if not plain:
             try:
                 value = jsonsafe.loads(raw)
             except jsonsafe.JsonRejected as exc:
@@ -301,10 +281,8 @@ _SORTED = orjson.OPT_SORT_KEYS
 
 
 def _fast_json(value) -> str | None:
-    """`_json` by orjson, for a plain line's values only (`_NOT_PLAIN`): the same text, a few
-    times faster (`tests/unit/test_corpus_reading.py` compares the two). It raises
-    `orjson.JSONEncodeError` where it cannot write a value (a lone surrogate, an integer past
-    64 bits); `serialise` then takes the line through `_json`, which names what is wrong."""
+    """`_json` by orjson, a few times faster, for the values of a line orjson read (`_read`);
+    `_plain_text` says where its text may be used."""
     return None if value is None else _dumps(value, option=_SORTED).decode()
 
 
@@ -404,27 +382,47 @@ def _hashed_as_given(fields: dict, time_text: Callable) -> str:
     return row_text(_cells({**fields, **fields["as_given"]}, time_text))
 
 
-def _plain_cells(fields: dict, time_text: Callable) -> tuple | None:
-    """The cells of a plain line by `_fast_json`, or None where orjson cannot write a value."""
+# Where orjson writes a value otherwise than the json module: a float between 1e-10 and 1e-4
+# ("0.00001" and "1e-9" where `repr` writes "1e-05" and "1e-09"). Every such text holds one of
+# these; a row's text without them is what the old encoder writes (every code point, key
+# order, integers, the other floats: `tests/unit/test_corpus_reading.py`). Infinity and NaN,
+# which orjson would write as null, cannot be in a value orjson read (it refuses them), and
+# metrics are parsed into [0, 1].
+_ORJSON_ONLY = ("e-", "0.0000")
+
+
+def _plain_text(fields: dict, time_text: Callable) -> tuple[tuple, str] | None:
+    """A line's cells and row text by `_fast_json`, or None where the old encoder must write
+    them: a value orjson cannot write (a lone surrogate, an integer past 64 bits; the old
+    encoder names what is wrong) or a text that may differ (`_ORJSON_ONLY`; a string that
+    merely holds "e-" costs its line the old encoder, nothing else)."""
     try:
-        return _cells(fields, time_text, _fast_json)
+        cells = _cells(fields, time_text, _fast_json)
     except orjson.JSONEncodeError:
         return None
+    text = row_text(cells)
+    exponent, small = _ORJSON_ONLY
+    if exponent in text or small in text:
+        return None
+    return cells, text
 
 
 def serialise(number: int, fields: dict, store, *, plain: bool = False) -> tuple[Row | None, list]:
     """One validated line as the row the store writes: every value serialised once, and the
     content hash taken from that same text. A store that writes by COPY keeps the row's line
     of COPY text, hash and time of import included, as bytes; one that writes by INSERT keeps
-    the cells. A `plain` line (`_decoded`) without a derived signature has its JSON written by
-    orjson; any other by the json module's encoder, as before: the same text either way."""
+    the cells. A `plain` line (`_read`) without a derived signature has its JSON written by
+    orjson where that is the same text (`_plain_text`); any other by the json module's
+    encoder, as before."""
     time_text = store.time_text
     derived = "as_given" in fields
     try:
-        cells = _plain_cells(fields, time_text) if plain and not derived else None
-        if cells is None:
+        written = _plain_text(fields, time_text) if plain and not derived else None
+        if written is None:
             cells = _cells(fields, time_text)
-        data = row_text(cells).encode()
+            written = cells, row_text(cells)
+        cells, text = written
+        data = text.encode()
         hashed = data if not derived else _hashed_as_given(fields, time_text).encode()
         # NUL is refused in text and jsonb alike (in the COPY text, JSON's backslash is doubled).
         if b"\x00" in data or b"\\\\u0000" in data:

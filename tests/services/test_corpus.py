@@ -438,20 +438,20 @@ def test_an_awkward_file_stores_the_same_rows_and_hashes_on_the_old_and_new_path
     ]
     lines = [*AWKWARD_LINES, *generated]
     fast = []
-    real = corpus_service._plain_cells
+    real = corpus_service._plain_text
 
     def spied(fields, time_text):
-        cells = real(fields, time_text)
-        fast.append(cells is not None)
-        return cells
+        written = real(fields, time_text)
+        fast.append(written is not None)
+        return written
 
-    monkeypatch.setattr(corpus_service, "_plain_cells", spied)
+    monkeypatch.setattr(corpus_service, "_plain_text", spied)
     assert import_corpus(lines).created == len(lines)
     new = stored_rows()
     assert sum(fast) >= 10  # the fast path was taken, for most lines
     Trajectory.objects.all().delete()
 
-    monkeypatch.setattr(corpus_service, "_plain_cells", lambda fields, time_text: None)
+    monkeypatch.setattr(corpus_service, "_plain_text", lambda fields, time_text: None)
     assert import_corpus(lines).created == len(lines)
     assert stored_rows() == new
     # And what is stored re-hashes to the stored hash (migration 0011's function).
