@@ -8,6 +8,7 @@ file (the idempotent no-op path), then deletes what it wrote.
 
     DATABASE_URL=postgres://127.0.0.1/cw_bench python bench/bench_import.py --vs-copy \
         [--sizes 100000,1000000] [--runs 3] [--shape small|demo] [--baseline DIR]
+    python bench/bench_import.py --python-cpu [--runs 3] [--baseline DIR]
 
 `--vs-copy` (PostgreSQL only) puts `import_corpus` beside the physical limit: raw `COPY` of the
 very rows the import stores (dumped from a database it filled) into the same tables and
@@ -20,6 +21,11 @@ and the bound the pipeline would have with two free CPUs). A last child measures
 peak (tracemalloc) against the memory one chunk of rows holds. With `--baseline DIR` (a
 checkout of older code, e.g. a second git worktree), that code's import runs too, between the
 COPY and import runs, so old and new share the same window of load.
+
+`--python-cpu` measures the Python side alone, with no database: decoding, validation,
+serialisation, hashing and the COPY text joined for the writer, in CPU time per line (best of
+5 over 50,000 lines in memory), which the machine's load disturbs far less than wall time.
+With `--baseline`, the older checkout's code is measured by this script, alternately.
 """
 
 import argparse
@@ -32,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,7 +206,7 @@ def child_memory(url: str, corpus: Path) -> dict:
     from itertools import islice
 
     django_child(url)
-    from lifecycle.services.corpus import CHUNK, _validate_chunk, import_corpus, read_lines
+    from lifecycle.services.corpus import CHUNK, _read, _validate_chunk, import_corpus
     from lifecycle.services.corpus_store import _PostgresStore
 
     class Unlimited:
@@ -207,6 +214,7 @@ def child_memory(url: str, corpus: Path) -> dict:
 
         copy_text = True
         time_text = staticmethod(_PostgresStore.time_text)
+        row_tail = f"\t{time_text(datetime.now(UTC))}\n".encode()
 
         def take(self, rows: int) -> None:
             pass
@@ -214,7 +222,7 @@ def child_memory(url: str, corpus: Path) -> dict:
     tracemalloc.start()
     with open(corpus, "rb") as lines:
         before = tracemalloc.get_traced_memory()[0]
-        rows = _validate_chunk(read_lines(islice(lines, CHUNK)), Unlimited())
+        rows = _validate_chunk(_read(islice(lines, CHUNK)), Unlimited())
         chunk = tracemalloc.get_traced_memory()[0] - before
         del rows
     tracemalloc.reset_peak()
@@ -225,10 +233,60 @@ def child_memory(url: str, corpus: Path) -> dict:
     return {"chunk": chunk, "peak": peak, "chunk_lines": CHUNK}
 
 
+def child_python(url: str, path: Path) -> dict:
+    """CPU per line of the import's Python side with the database out of the way: decoding,
+    validation, serialisation and hashing (the caller's thread), and the worker's joining of the
+    COPY text (into a writer that drops it). Robust to the machine's load, unlike wall time.
+    The code measured is that of `--code` (this checkout, or the `--baseline` one)."""
+    import gc
+    from itertools import islice
+
+    from lifecycle.services import corpus, corpus_store
+
+    class Copy:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+        def write(self, data) -> None:
+            pass
+
+    class Cursor:
+        def copy(self, statement: str) -> Copy:
+            return Copy()
+
+    # The store without its connection: only the methods that format and send rows are used.
+    store = corpus_store._PostgresStore.__new__(corpus_store._PostgresStore)
+    store._imported_at = store.time_text(datetime.now(UTC))
+    store.row_tail = f"\t{store._imported_at}\n".encode()
+    store._room, store._held, store._taken = corpus_store._Room(2**40), 0, 0
+    read = getattr(corpus, "_read", corpus.read_lines)  # older code: `read_lines`
+    with open(path, "rb") as f:
+        lines = list(islice(f, PYTHON_LINES))
+    gc.disable()
+    best = []
+    for _ in range(5):
+        cpu = time.process_time()
+        numbered = read(lines)
+        while True:
+            rows, errors, last = corpus._validate_chunk(numbered, store)
+            if not last:
+                break
+            store._copy_trajectories(Cursor(), rows)
+            store._copy_atoms(Cursor(), rows)
+        best.append((time.process_time() - cpu) / len(lines))
+    return {"us_per_line": [round(b * 1e6, 2) for b in best]}
+
+
 def run_child(mode: str, url: str, *paths: Path, root: Path = ROOT) -> dict:
-    """A child of this script, or of the same script in another checkout (`--baseline`)."""
-    script = root / "bench" / "bench_import.py"
+    """A child of this script, or of the same script in another checkout (`--baseline`); the
+    `python` child is always this script's, run on the other checkout's code."""
+    script = (ROOT if mode == "python" else root) / "bench" / "bench_import.py"
     command = [sys.executable, str(script), "--child", mode, "--url", url, *map(str, paths)]
+    if mode == "python":
+        command += ["--code", str(root)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=root)
     if done.returncode:
         sys.exit(f"{mode} child failed:\n{done.stderr[-3000:]}")
@@ -322,6 +380,25 @@ def print_medians(kept: dict) -> None:
         )
 
 
+# Lines the `python` child measures (read into memory first, so the file is out of the way).
+PYTHON_LINES = 50_000
+
+
+def python_cpu(args) -> None:
+    """The Python side alone, CPU per line, this code and the baseline's alternately."""
+    directory = Path(tempfile.mkdtemp(prefix="cw-import-"))
+    corpus = write_corpus(PYTHON_LINES, args.shape, directory)
+    print(f"Python side of the import, CPU per line, best of 5 over {PYTHON_LINES:,} lines")
+    roots = [("import", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
+    for _ in range(args.runs):
+        for kind, root in roots:
+            started_load = load()
+            got = run_child("python", "", corpus, root=root)["us_per_line"]
+            runs = ", ".join(f"{x:.1f}" for x in got)
+            print(f"  {kind:8} {min(got):5.1f} µs a line ({runs})  load {started_load}")
+    shutil.rmtree(directory)
+
+
 def vs_copy(args) -> None:
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
@@ -378,11 +455,19 @@ def main() -> None:
         help="with --vs-copy: a checkout of older code whose import runs between these, "
         "so old and new are measured in the same window",
     )
-    parser.add_argument("--child", choices=("copy", "import", "memory"))
+    parser.add_argument(
+        "--python-cpu",
+        action="store_true",
+        help="the Python side alone (no database), CPU per line; with --baseline alternately",
+    )
+    parser.add_argument("--child", choices=("copy", "import", "memory", "python"))
+    parser.add_argument("--code", type=Path, help="with --child python: the checkout measured")
     parser.add_argument("--url")
     parser.add_argument("paths", nargs="*", type=Path)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
+    if args.code:
+        sys.path.insert(0, str(args.code))
     if args.child or args.vs_copy:
         import django
 
@@ -390,8 +475,15 @@ def main() -> None:
             os.environ["DATABASE_URL"] = args.url
         django.setup()
     if args.child:
-        child = {"copy": child_copy, "import": child_import, "memory": child_memory}[args.child]
+        child = {
+            "copy": child_copy,
+            "import": child_import,
+            "memory": child_memory,
+            "python": child_python,
+        }[args.child]
         print(json.dumps(child(args.url, *args.paths)))
+    elif args.python_cpu:
+        python_cpu(args)
     elif args.vs_copy:
         vs_copy(args)
     else:

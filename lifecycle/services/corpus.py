@@ -63,6 +63,8 @@ REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
 # Lines a chunk holds: large enough that a chunk's statements cost little per line, small
 # enough that two chunks alive at once stay a few megabytes.
 CHUNK = 5_000
+# The first chunk is smaller: PostgreSQL has nothing to do until it is validated.
+FIRST_CHUNK = 1_000
 
 JSON_COLUMNS = (
     "steps",
@@ -106,20 +108,28 @@ def _decoded(raw: bytes) -> object:
 _STRICT = object()
 
 
-def read_lines(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None]]:
-    """(line number, value, error) for every non-blank line, as `validation.read_jsonl` reads
-    them, through `_decoded` where it gives the same value."""
+def _read(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None, bool]]:
+    """`read_lines`, each line with whether it is plain: read by orjson, not by the strict
+    reader (`serialise` may then write its cells by orjson too)."""
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         value = _decoded(raw) if raw.__class__ is bytes else _STRICT
-        if value is _STRICT:
+        plain = value is not _STRICT
+        if not plain:
             try:
                 value = jsonsafe.loads(raw)
             except jsonsafe.JsonRejected as exc:
-                yield number, None, json_line_error(exc, number)
+                yield number, None, json_line_error(exc, number), False
                 continue
-        yield number, value, None
+        yield number, value, None, plain
+
+
+def read_lines(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError | None]]:
+    """(line number, value, error) for every non-blank line, as `validation.read_jsonl` reads
+    them, through `_decoded` where it gives the same value."""
+    for number, value, error, _ in _read(lines):
+        yield number, value, error
 
 
 def _shape_errors(obj: dict, *, json_bytes: bool = False) -> list[tuple[str, str]]:
@@ -266,25 +276,36 @@ def _json(value) -> str | None:
     return None if value is None else "".join(_encoder(value, 0))
 
 
-def _cells(fields: dict, time_text: Callable) -> tuple:
-    """The row's cells in CELL_COLUMNS order; raises ValueError (NaN, infinity)."""
+_dumps = orjson.dumps
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def _fast_json(value) -> str | None:
+    """`_json` by orjson, a few times faster, for the values of a line orjson read (`_read`);
+    `_plain_text` says where its text may be used."""
+    return None if value is None else _dumps(value, option=_SORTED).decode()
+
+
+def _cells(fields: dict, time_text: Callable, dump: Callable = _json) -> tuple:
+    """The row's cells in CELL_COLUMNS order, the JSON ones written by `dump`; raises
+    ValueError (NaN, infinity)."""
     started_at = fields["started_at"]
     return (
         fields["id"],
         fields["kind"],
         fields["task"],
-        _json(fields["steps"]),
-        _json(fields["outcome"]),
-        _json(fields["metrics"]),
-        _json(fields["signature"]),
-        _json(fields["notices"]),
+        dump(fields["steps"]),
+        dump(fields["outcome"]),
+        dump(fields["metrics"]),
+        dump(fields["signature"]),
+        dump(fields["notices"]),
         fields["session_id"],
         None if started_at is None else time_text(started_at),
         fields["corpus"],
-        _json(fields["expected_rule"]),
+        dump(fields["expected_rule"]),
         fields["replayable"],
-        _json(fields["replay_input"]),
-        _json(fields["meta"]),
+        dump(fields["replay_input"]),
+        dump(fields["meta"]),
     )
 
 
@@ -361,46 +382,81 @@ def _hashed_as_given(fields: dict, time_text: Callable) -> str:
     return row_text(_cells({**fields, **fields["as_given"]}, time_text))
 
 
-def serialise(number: int, fields: dict, store) -> tuple[Row | None, list]:
-    """One validated line as the row the store writes: every value serialised once, and the
-    content hash taken from that same text. A store that writes by COPY keeps the text; one
-    that writes by INSERT keeps the cells."""
-    time_text = store.time_text
+# Where orjson writes a value otherwise than the json module: a float between 1e-10 and 1e-4
+# ("0.00001" and "1e-9" where `repr` writes "1e-05" and "1e-09"). Every such text holds one of
+# these; a row's text without them is what the old encoder writes (every code point, key
+# order, integers, the other floats: `tests/unit/test_corpus_reading.py`). Infinity and NaN,
+# which orjson would write as null, cannot be in a value orjson read (it refuses them), and
+# metrics are parsed into [0, 1].
+_ORJSON_ONLY = ("e-", "0.0000")
+
+
+def _plain_text(fields: dict, time_text: Callable) -> tuple[tuple, str] | None:
+    """A line's cells and row text by `_fast_json`, or None where the old encoder must write
+    them: a value orjson cannot write (a lone surrogate, an integer past 64 bits; the old
+    encoder names what is wrong) or a text that may differ (`_ORJSON_ONLY`; a string that
+    merely holds "e-" costs its line the old encoder, nothing else)."""
     try:
-        cells = _cells(fields, time_text)
-        text = row_text(cells)
-        hashed = text if "as_given" not in fields else _hashed_as_given(fields, time_text)
+        cells = _cells(fields, time_text, _fast_json)
+    except orjson.JSONEncodeError:
+        return None
+    text = row_text(cells)
+    exponent, small = _ORJSON_ONLY
+    if exponent in text or small in text:
+        return None
+    return cells, text
+
+
+def serialise(number: int, fields: dict, store, *, plain: bool = False) -> tuple[Row | None, list]:
+    """One validated line as the row the store writes: every value serialised once, and the
+    content hash taken from that same text. A store that writes by COPY keeps the row's line
+    of COPY text, hash and time of import included, as bytes; one that writes by INSERT keeps
+    the cells. A `plain` line (`_read`) without a derived signature has its JSON written by
+    orjson where that is the same text (`_plain_text`); any other by the json module's
+    encoder, as before."""
+    time_text = store.time_text
+    derived = "as_given" in fields
+    try:
+        written = _plain_text(fields, time_text) if plain and not derived else None
+        if written is None:
+            cells = _cells(fields, time_text)
+            written = cells, row_text(cells)
+        cells, text = written
+        data = text.encode()
+        hashed = data if not derived else _hashed_as_given(fields, time_text).encode()
         # NUL is refused in text and jsonb alike (in the COPY text, JSON's backslash is doubled).
-        if "\x00" in text or "\\\\u0000" in text:
+        if b"\x00" in data or b"\\\\u0000" in data:
             raise ValueError("NUL")
-        digest = hashlib.sha256(hashed.encode()).hexdigest()
+        digest = hashlib.sha256(hashed).hexdigest()
     except (ValueError, UnicodeEncodeError):
         return None, _size_errors(number, fields) + _cell_errors(number, fields, time_text)
     if _may_be_too_large(cells) and (too_large := _size_errors(number, fields)):
         return None, too_large
-    payload = text if store.copy_text else cells
+    payload = b"".join((data, b"\t", digest.encode(), store.row_tail)) if store.copy_text else cells
     return Row(number, fields["id"], payload, digest, trajectory_atoms(fields)), []
 
 
 def _validate_chunk(
-    numbered: Iterator[tuple[int, object, LineError | None]], store
+    numbered: Iterator[tuple[int, object, LineError | None, bool]], store, size: int = 0
 ) -> tuple[list[Row], list[LineError], int]:
-    """The next CHUNK lines as good rows (a repeated id within them refused), their errors and
-    the number of the last line read (0 at the end of the file). Each parsed line is dropped
-    as soon as its row is built: a chunk in memory is its rows, not its parsed objects. Room
-    is taken from the store before each block of lines (`corpus_store`)."""
+    """The next `size` lines (CHUNK by default) as good rows (a repeated id within them
+    refused), their errors and the number of the last line read (0 at the end of the file).
+    Each parsed line is dropped as soon as its row is built: a chunk in memory is its rows, not
+    its parsed objects. Room is taken from the store before each block of lines
+    (`corpus_store`)."""
     rows: dict[str, Row] = {}
     errors: list[LineError] = []
     last = 0
-    step = min(BLOCK, CHUNK)
-    for count, (number, obj, error) in enumerate(islice(numbered, CHUNK)):
+    size = size or CHUNK
+    step = min(BLOCK, size)
+    for count, (number, obj, error, plain) in enumerate(islice(numbered, size)):
         if not count % step:
             store.take(step)
         last = number
         fields, line_errors = (None, [error]) if error else parse_trajectory(number, obj)
         row = None
         if not line_errors:
-            row, line_errors = serialise(number, fields, store)
+            row, line_errors = serialise(number, fields, store, plain=plain)
         if row is not None and row.id in rows:
             first = rows[row.id].line
             line_errors = [LineError(number, "id", f"{row.id!r} already appears on line {first}")]
@@ -497,14 +553,16 @@ def import_corpus(
     the command line keeps no list as long as the file)."""
     result = ImportResult()
     errors: list[LineError] = []
-    numbered = read_lines(lines)
+    numbered = _read(lines)
+    size = min(FIRST_CHUNK, CHUNK)
     with (
         _collector_paused(),
         transaction.atomic(),
         corpus_store(timezone.now(), room=CHUNK + BLOCK) as store,
     ):
         while True:
-            rows, chunk_errors, last = _validate_chunk(numbered, store)
+            rows, chunk_errors, last = _validate_chunk(numbered, store, size)
+            size = CHUNK
             if not last:
                 break
             _absorb(store.wait(), result, errors)

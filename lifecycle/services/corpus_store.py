@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import NamedTuple
 
 import orjson
 import psycopg
@@ -33,15 +32,20 @@ SEEN = "corpus_import_seen"
 CHUNK_IDS = "corpus_import_chunk"
 
 
-class Row(NamedTuple):
+class Row:
     """One validated corpus line, serialised: what the store writes. `payload` is the row's
-    cells in COPY text form for a store that writes by COPY, else the cells themselves."""
+    line of COPY text (its hash and time of import included, encoded) for a store that writes
+    by COPY, else the cells themselves. Not a tuple: a row sent drops its text in place
+    (`payload = None`), which a tuple could only do by being copied, a row at a time."""
 
-    line: int
-    id: str
-    payload: str | tuple
-    digest: str
-    atoms: list[str]
+    __slots__ = ("line", "id", "payload", "digest", "atoms")
+
+    def __init__(self, line: int, id: str, payload: bytes | tuple, digest: str, atoms: list):
+        self.line = line
+        self.id = id
+        self.payload = payload
+        self.digest = digest
+        self.atoms = atoms
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -139,12 +143,19 @@ class _PostgresStore:
         self._wrap = connection.wrap_database_errors
         self._cursor = self._raw.cursor()
         self._imported_at = self.time_text(imported_at)
+        # What ends each row's line of COPY text after its hash (`corpus.serialise`).
+        self.row_tail = f"\t{self._imported_at}\n".encode()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
-        self._pending: Future | None = None
         self._room = _Room(room)
         # Room taken by the caller since the last job, and room the running job still holds.
         self._taken = 0
         self._held = 0
+        self.unchecked = True
+        # The import's statements of setup are the worker's first job, run while the caller
+        # validates the first chunk: PostgreSQL's first rows no longer wait for them too.
+        self._pending: Future | None = self._pool.submit(self._begin)
+
+    def _begin(self) -> None:
         # A chunk's check is small, but its estimated cost (a subquery per id, two with the
         # stored hashes) can pass the threshold at which PostgreSQL compiles a statement: 13 ms
         # of compiling for 17 ms of work, every chunk. Only for this transaction.
@@ -158,7 +169,6 @@ class _PostgresStore:
         # lookup of stored hashes is skipped, and so is the check (`write_unchecked`).
         self._cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {TRAJECTORIES})")
         self._stored_lookup = self._cursor.fetchone()[0]
-        self.unchecked = True
         if self._stored_lookup:
             self.check_from_now()
 
@@ -279,16 +289,15 @@ class _PostgresStore:
             self._copy_atoms(cursor, rows)
 
     def _copy_trajectories(self, cursor, rows: list) -> None:
-        """COPY the rows as blocks of text built at once, not row by row: the thread holds the
+        """COPY the rows as blocks of text joined at once, not row by row: the thread holds the
         interpreter lock only briefly, so the validation of the next chunk goes on while
         PostgreSQL writes this one. As each block is sent its text is dropped from `rows` (the
         line, id and hash a check would still need stay) and its room given back."""
-        tail = f"\t{self._imported_at}\n"
         with cursor.copy(f"COPY {TRAJECTORIES} ({_quoted(COLUMNS)}) FROM STDIN") as copy:
-            for start in range(0, len(rows), BLOCK):
-                part = rows[start : start + BLOCK]
-                copy.write("".join([f"{r.payload}\t{r.digest}{tail}" for r in part]).encode())
-                rows[start : start + BLOCK] = [r._replace(payload="") for r in part]
+            for part in _parts(rows):
+                copy.write(b"".join([r.payload for r in part]))
+                for r in part:
+                    r.payload = None
                 self._give(min(len(part), self._held))
 
     def _copy_atoms(self, cursor, rows: list) -> None:

@@ -400,3 +400,59 @@ def test_the_command_shows_a_progress_bar_on_a_terminal_only(tmp_path, capsys):
     call_command("import_corpus", str(path), "--json", stdout=Terminal())
     call_command("import_corpus", str(path), stdout=io.StringIO())
     assert capsys.readouterr().err == ""
+
+
+# --- a plain line's cells by orjson store what the old encoder stored ------------------------
+
+
+def stored_rows() -> list[tuple]:
+    """Every stored trajectory and atom as the database returns them, but the time of import."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {Trajectory._meta.db_table} ORDER BY id")
+        names = [c[0] for c in cursor.description]
+        keep = [i for i, name in enumerate(names) if name != "imported_at"]
+        rows = [tuple(row[i] for i in keep) for row in cursor.fetchall()]
+        cursor.execute(
+            f"SELECT trajectory_id, atom FROM {TrajectoryAtom._meta.db_table} "
+            "ORDER BY trajectory_id, atom"
+        )
+        return rows + cursor.fetchall()
+
+
+def test_an_awkward_file_stores_the_same_rows_and_hashes_on_the_old_and_new_paths(
+    monkeypatch, small_chunks
+):
+    from ..unit.test_corpus_reading import AWKWARD_LINES
+
+    generated = [
+        json.dumps(
+            trajectory(
+                f"G-{i:03d}",
+                task=f"task {i} \u00e9\t\u2028 {'x' * i}",
+                metrics={"coherence": i / 13, "task_completion": 1 / (i + 3)},
+                meta={"n": i * 10**14, "f": i * 1.1, "z": {"b": [i, None], "a": "\\"}},
+            ),
+            ensure_ascii=i % 2 == 0,
+        ).encode()
+        for i in range(12)
+    ]
+    lines = [*AWKWARD_LINES, *generated]
+    fast = []
+    real = corpus_service._plain_text
+
+    def spied(fields, time_text):
+        written = real(fields, time_text)
+        fast.append(written is not None)
+        return written
+
+    monkeypatch.setattr(corpus_service, "_plain_text", spied)
+    assert import_corpus(lines).created == len(lines)
+    new = stored_rows()
+    assert sum(fast) >= 10  # the fast path was taken, for most lines
+    Trajectory.objects.all().delete()
+
+    monkeypatch.setattr(corpus_service, "_plain_text", lambda fields, time_text: None)
+    assert import_corpus(lines).created == len(lines)
+    assert stored_rows() == new
+    # And what is stored re-hashes to the stored hash (migration 0011's function).
+    assert import_corpus(lines).as_dict() == {"created": 0, "unchanged": len(lines), "updated": 0}
