@@ -52,6 +52,7 @@ BLIND = (
     "blind_h",
     "blind_i",
     "blind_j",
+    "blind_n",
 )
 _FOLDS = 5
 PARAMS = {
