@@ -52,7 +52,12 @@ BLIND = (
     "blind_h",
     "blind_i",
     "blind_j",
+    "blind_m",
     "blind_n",
+    "blind_o",
+    "blind_p",
+    "blind_q",
+    "blind_r",
 )
 _FOLDS = 5
 PARAMS = {
