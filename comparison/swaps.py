@@ -53,7 +53,7 @@ def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) ->
         old, new = content(gone) - CONNECTIVES, content(came) - CONNECTIVES
         # A compound term is judged by the part that changed: "--ask-become-pass" against
         # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
-        old, new = old - new, new - old
+        old, new = _uninflected(old - new, new - old)
         if not old or not new or related(old, new) or _same_atoms(gone, came, frozenset(old)):
             continue
         if _compound(gone, came):
@@ -92,6 +92,16 @@ def _compound(gone: str, came: str) -> bool:
 
 def _joined(words: str) -> str:
     return words.replace(" ", "").replace("-", "")
+
+
+def _uninflected(old: frozenset[str], new: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The words of a change left once those that are one word inflected are paired off:
+    "ifIndex values change" against "community string changes" is "ifindex values"
+    against "community string", which an inflection kept must not excuse."""
+    paired = {(a, b) for a in old for b in new if _inflected(a, b)}
+    if not paired:
+        return old, new
+    return old - {a for a, _ in paired}, new - {b for _, b in paired}
 
 
 def _inflected(a: str, b: str) -> bool:
@@ -156,6 +166,13 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
     explained = unexplained = one_sided = 0
     for gone, came in change_blocks(expected, extracted):
         old, new = content(gone) - content(came), content(came) - content(gone)
+        kept_old, kept_new = _uninflected(old, new)
+        if kept_old != old or kept_new != new:
+            # The same word inflected is explained; the rest of the block judged alone.
+            explained += len(old | new) - len(kept_old | kept_new)
+            old, new = kept_old, kept_new
+            if not old and not new:
+                continue
         if not old or not new:
             one_sided += len(old | new)
         elif related(old, new) or _same_atoms(gone, came, frozenset(old)) or _compound(gone, came):
