@@ -21,6 +21,7 @@ from .directives import directive_stances, stance_conflicts
 from .features import Evidence, field_texts, pair_evidence
 from .lexicon import canonical
 from .model import load_model
+from .style import plain_style
 from .text import plain_spelling, token_f1, word_diff
 from .triggers import declared_atoms, signature_agreement, trigger_atoms
 
@@ -161,7 +162,7 @@ def evidence_many(
 
 
 def _canonical_rule(rule: dict) -> dict[str, str]:
-    return {field: canonical(plain_spelling(_text(rule, field))) for field in FIELDS}
+    return {field: canonical(plain_style(plain_spelling(_text(rule, field)))) for field in FIELDS}
 
 
 def _text(rule: dict, field: str) -> str:

@@ -14,6 +14,8 @@ import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from .directives import HARD_KINDS, directive_findings, stances_of, verb_classes
+from .identifiers import name_agreement
+from .paraphrase import paraphrase_share
 from .quantities import quantity_agreement, status_class_agreement
 from .swaps import explained_share, key_term_swapped, opposites, rejected_alternative
 from .text import (
@@ -82,6 +84,10 @@ FEATURES: tuple[str, ...] = (
     "pair_clean",
     "pair_whole",
     *(f"{field}_{n}" for n in ("synonyms", "antonyms") for field in ("trigger", "directive")),
+    "trigger_paraphrase",
+    "directive_paraphrase",
+    "pair_literals_shared",
+    "pair_literals_replaced",
 )
 
 
@@ -90,7 +96,7 @@ FEATURES: tuple[str, ...] = (
 # How much was reworded (`changed`, `f1`) may go either way.
 _RISING = frozenset(
     {"whole", "residual", "align", "explained", "amounts", "status", "agreement", "clean"}
-    | {"synonyms"}
+    | {"synonyms", "paraphrase", "literals_shared"}
     | {"acts_overlap", "stances_overlap"}
 )
 _EITHER = frozenset({"changed", "f1", "one_sided"})
@@ -151,6 +157,7 @@ def pair_evidence(
             found.append(swaps[field])
     _pool(features, t_conflicts, d_conflicts, doubts)
     _thesaurus_features(expected, extracted, features)
+    _name_features(expected, extracted, features)
     features["pair_clean"] = _clean(features)
     # Both fields at once: an unrelated rule is far in both, a rewording of the same rule
     # is seldom far in both; each field alone leaves the two overlapping.
@@ -174,6 +181,20 @@ def _thesaurus_features(
         share, opposed = changed_words(gone_content, came_content)
         out[f"{field}_synonyms"] = share
         out[f"{field}_antonyms"] = float(opposed)
+        # Everyday equivalents WordNet misses ("launch" for "start"): paraphrase.py.
+        out[f"{field}_paraphrase"] = paraphrase_share(gone_content, came_content)
+
+
+def _name_features(
+    expected: dict[str, str], extracted: dict[str, str], out: dict[str, float]
+) -> None:
+    # What the rules name (messages, flags, codes, files) is kept by a rewording and
+    # changed by a rule about another error, wherever in the rule it stands.
+    exp = (expected["trigger"], expected["directive"])
+    ext = (extracted["trigger"], extracted["directive"])
+    shared, replaced = name_agreement(exp, ext)
+    out["pair_literals_shared"] = shared
+    out["pair_literals_replaced"] = float(replaced)
 
 
 def _pool(out: dict[str, float], t_conflicts: list, d_conflicts: list, doubts: list) -> None:
