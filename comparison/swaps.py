@@ -98,10 +98,23 @@ def _uninflected(old: frozenset[str], new: frozenset[str]) -> tuple[frozenset[st
     """The words of a change left once those that are one word inflected are paired off:
     "ifIndex values change" against "community string changes" is "ifindex values"
     against "community string", which an inflection kept must not excuse."""
-    paired = {(a, b) for a in old for b in new if _inflected(a, b)}
-    if not paired:
+    # The words of `new` by lemma, so each word of `old` is looked up, not tried against
+    # every word of `new` (the same pairs as `_inflected`).
+    by_lemma: dict[str, set[str]] = {}
+    for b in new:
+        for lemma in lemmas(b):
+            by_lemma.setdefault(lemma, set()).add(b)
+    gone: set[str] = set()
+    came: set[str] = set()
+    for a in old:
+        found = {b for lemma in lemmas(a) for b in by_lemma.get(lemma, ())}
+        found.update(w for w in (a + "s", a[:-1] if a.endswith("s") else "") if w in new)
+        if found:
+            gone.add(a)
+            came |= found
+    if not gone:
         return old, new
-    return old - {a for a, _ in paired}, new - {b for _, b in paired}
+    return old - gone, new - came
 
 
 def _inflected(a: str, b: str) -> bool:
