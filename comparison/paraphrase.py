@@ -196,15 +196,17 @@ def equivalent(a: str, b: str) -> bool:
 
 
 def paraphrase_share(gone: frozenset[str], came: frozenset[str]) -> float:
-    """The share of changed words (those only one side has) with an everyday equivalent
-    among the other side's changed words: 1 when nothing changed, 0 when words were only
-    added or only dropped."""
+    """The share of changed words (those only one side has) with an everyday equivalent,
+    or the same word inflected, among the other side's changed words: 1 when nothing
+    changed, 0 when words were only added or only dropped."""
     if not gone and not came:
         return 1.0
     if not gone or not came:
         return 0.0
+    # A word inflected on the other side ("shipping" / "shipped") is accounted for too.
     gone_groups = frozenset().union(*(groups_of(w) for w in gone))
     came_groups = frozenset().union(*(groups_of(w) for w in came))
-    matched = sum(bool(groups_of(w) & came_groups) for w in gone)
-    matched += sum(bool(groups_of(w) & gone_groups) for w in came)
+    gone_stems, came_stems = {stem(w) for w in gone}, {stem(w) for w in came}
+    matched = sum(bool(groups_of(w) & came_groups) or stem(w) in came_stems for w in gone)
+    matched += sum(bool(groups_of(w) & gone_groups) or stem(w) in gone_stems for w in came)
     return matched / (len(gone) + len(came))

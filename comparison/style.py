@@ -54,9 +54,9 @@ _HEDGE = re.compile(
 )
 # Framing of a situation: "in situations where", "whenever you find that" are "when".
 _WHEN = re.compile(
-    r"^(?:whenever|in (?:situations|cases|the event) (?:where|that)|in case|"
+    r"^(?:whenever|in (?:situations|cases|the event) (?:where|that)|"
     r"any time|each time|every time)\b(?:\s+(?:you|we) (?:find|notice|see|intend to|want to|"
-    r"are about to) (?:that )?)?",
+    r"are about to)(?: that)?)?(?=\s|$)",
     re.I,
 )
 
@@ -99,7 +99,7 @@ _HEDGE_WORDS = frozenset(
     ]
 )
 _SHORTHAND_MARKS = ("w/", "b/c", "thru", "til", "asap", "approx", "&", "<", ">", "~", "→")
-_WHEN_CUE = ("whenever", "in situations", "in cases", "in the event", "in case", "any time")
+_WHEN_CUE = ("whenever", "in situations", "in cases", "in the event", "any time")
 _WHEN_CUE += ("each time", "every time")
 
 
@@ -110,6 +110,7 @@ def plain_style(text: str) -> str:
     if any(mark in low for mark in _SHORTHAND_MARKS):
         for rx, replacement in _SHORTHAND:
             text = rx.sub(replacement, text)
+        text = " ".join(text.split())
         low = text.lower()
     if low.startswith(_WHEN_CUE):
         text = _WHEN.sub("when", text)

@@ -10,6 +10,7 @@ from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
 from .lexicon import SYNONYM_OF, opposites_of
 from .text import (
     CONNECTIVES,
+    EMPTY,
     PRONOUNS,
     CaseBlind,
     change_blocks,
@@ -98,6 +99,10 @@ def _uninflected(old: frozenset[str], new: frozenset[str]) -> tuple[frozenset[st
     """The words of a change left once those that are one word inflected are paired off:
     "ifIndex values change" against "community string changes" is "ifindex values"
     against "community string", which an inflection kept must not excuse."""
+    if len(old) == 1 and len(new) == 1:
+        # Most changes are one word for one word.
+        (a,), (b,) = old, new
+        return (EMPTY, EMPTY) if _inflected(a, b) else (old, new)
     # The words of `new` by lemma, so each word of `old` is looked up, not tried against
     # every word of `new` (the same pairs as `_inflected`).
     by_lemma: dict[str, set[str]] = {}

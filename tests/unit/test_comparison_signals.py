@@ -7,9 +7,11 @@ Pure functions: no database, no Django settings needed.
 import pytest
 
 from comparison.compare import compare_rules, evidence_many
+from comparison.features import monotone
 from comparison.identifiers import literals, replaced, shared_share
 from comparison.lexicon import opposite
 from comparison.paraphrase import GROUPS, equivalent, paraphrase_share
+from comparison.style import plain_style
 from comparison.swaps import explained_share
 from comparison.text import negation_only_difference
 from comparison.thesaurus import antonyms
@@ -57,6 +59,8 @@ def test_the_paraphrase_share_counts_changed_words_with_an_equivalent_opposite()
     assert paraphrase_share(frozenset({"launch", "folder"}), frozenset({"start", "directory"})) == 1
     half = paraphrase_share(frozenset({"launch", "vault"}), frozenset({"start", "become"}))
     assert half == 0.5
+    inflected = paraphrase_share(frozenset({"redact", "shipping"}), frozenset({"scrub", "shipped"}))
+    assert inflected == 1
 
 
 @pytest.mark.parametrize(
@@ -120,3 +124,42 @@ def test_the_new_signals_are_features_of_every_pair():
     assert features["directive_paraphrase"] > 0.5
     assert features["pair_literals_shared"] == 0.5
     assert features["pair_literals_replaced"] == 0
+
+
+@pytest.mark.parametrize(
+    ("feature", "direction"),
+    [
+        ("trigger_paraphrase", 1),
+        ("directive_paraphrase", 1),
+        ("pair_literals_shared", 1),
+        ("pair_literals_replaced", -1),
+    ],
+)
+def test_an_equivalent_or_a_kept_name_never_lowers_the_probability(feature, direction):
+    assert monotone(feature) == direction
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("open a support ticket w/ the quiz ID", "open a support ticket with the quiz ID"),
+        ("stuck on 'grading' >24 hours", "stuck on 'grading' more than 24 hours"),
+        ("it is usually best to lower the deviation", "lower the deviation"),
+        ("the sensible fix is normally to grant write access", "grant write access"),
+        ("one should really never launch the installer", "never launch the installer"),
+        ("Whenever you find that the queue grows", "when the queue grows"),
+        ("restart the worker", "restart the worker"),
+        ("keep x<3 and a->b as written", "keep x<3 and a->b as written"),
+    ],
+)
+def test_shorthand_is_spelt_out_and_hedges_dropped(written, plain):
+    assert plain_style(written) == plain
+
+
+def test_a_hedged_rule_is_the_same_rule_as_its_plain_copy():
+    expected = {"trigger": "when the archive is full", "directive": "add a new archive file"}
+    hedged = {
+        "trigger": "whenever you find that the archive is full",
+        "directive": "it is usually best to add a new archive file",
+    }
+    assert compare_rules(hedged, expected)["verdict"] == "match"
