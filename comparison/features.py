@@ -10,6 +10,7 @@ findings that name a difference are also kept as sentences for the page.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -24,6 +25,7 @@ from .text import (
     negation_only_difference,
     overlap,
     residual,
+    stem,
     stems,
     token_f1,
     tokens,
@@ -88,6 +90,7 @@ FEATURES: tuple[str, ...] = (
     "directive_paraphrase",
     "pair_literals_shared",
     "pair_literals_replaced",
+    "pair_length_ratio",
 )
 
 
@@ -99,7 +102,7 @@ _RISING = frozenset(
     | {"synonyms", "paraphrase", "literals_shared"}
     | {"acts_overlap", "stances_overlap"}
 )
-_EITHER = frozenset({"changed", "f1", "one_sided"})
+_EITHER = frozenset({"changed", "f1", "one_sided", "length_ratio"})
 
 
 def monotone(name: str) -> int:
@@ -195,6 +198,12 @@ def _name_features(
     shared, replaced = name_agreement(exp, ext)
     out["pair_literals_shared"] = shared
     out["pair_literals_replaced"] = float(replaced)
+    # How much longer or shorter the extracted rule is written (terse notes, wordy
+    # advice): what a rewording or a trap looks like depends on the style, and a model
+    # fitted on both styles can tell them apart.
+    words_exp = len(tokens(exp[0])) + len(tokens(exp[1]))
+    words_ext = len(tokens(ext[0])) + len(tokens(ext[1]))
+    out["pair_length_ratio"] = math.log2((words_ext + 1) / (words_exp + 1))
 
 
 def _pool(out: dict[str, float], t_conflicts: list, d_conflicts: list, doubts: list) -> None:
@@ -333,10 +342,12 @@ def _order_discordance(exp: str, ext: str) -> float:
 
 
 def _first_positions(text: str) -> dict[str, int]:
+    # By stem: a word made plural in one place ("the build" -> "the builds") is the
+    # same word, not one that moved.
     out: dict[str, int] = {}
     for i, w in enumerate(tokens(text)):
         if w not in STOP:
-            out.setdefault(w, i)
+            out.setdefault(stem(w), i)
     return out
 
 

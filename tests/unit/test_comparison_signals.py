@@ -124,6 +124,14 @@ def test_the_new_signals_are_features_of_every_pair():
     assert features["directive_paraphrase"] > 0.5
     assert features["pair_literals_shared"] == 0.5
     assert features["pair_literals_replaced"] == 0
+    wordy = (
+        {
+            "trigger": "whenever the app will not launch, which happens after updates",
+            "directive": "it is usually best to erase the cache folder and try again",
+        },
+        pair[1],
+    )
+    assert evidence_many([wordy])[0].features["pair_length_ratio"] > 0.5
 
 
 @pytest.mark.parametrize(
@@ -133,9 +141,10 @@ def test_the_new_signals_are_features_of_every_pair():
         ("directive_paraphrase", 1),
         ("pair_literals_shared", 1),
         ("pair_literals_replaced", -1),
+        ("pair_length_ratio", 0),
     ],
 )
-def test_an_equivalent_or_a_kept_name_never_lowers_the_probability(feature, direction):
+def test_each_new_signal_moves_the_probability_the_way_language_says(feature, direction):
     assert monotone(feature) == direction
 
 
