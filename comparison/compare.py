@@ -22,6 +22,7 @@ from .features import Evidence, field_texts, pair_evidence
 from .framing import unframed
 from .lexicon import canonical
 from .model import load_model
+from .style import plain_style
 from .text import diff_runs, plain_spelling, token_f1, word_diff
 from .triggers import declared_atoms, signature_agreement, trigger_atoms
 
@@ -162,7 +163,10 @@ def evidence_many(
 
 
 def _canonical_rule(rule: dict) -> dict[str, str]:
-    return {field: canonical(unframed(plain_spelling(_text(rule, field)), field)) for field in FIELDS}
+    return {
+        field: canonical(plain_style(unframed(plain_spelling(_text(rule, field)), field)))
+        for field in FIELDS
+    }
 
 
 def _text(rule: dict, field: str) -> str:

@@ -10,11 +10,14 @@ findings that name a difference are also kept as sentences for the page.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from .directives import HARD_KINDS, directive_findings, stances_of, verb_classes
+from .identifiers import name_agreement
+from .paraphrase import paraphrase_share
 from .quantities import quantity_agreement, status_class_agreement
 from .swaps import explained_share, key_term_swapped, opposites, rejected_alternative
 from .text import (
@@ -23,6 +26,7 @@ from .text import (
     negation_only_difference,
     overlap,
     residual,
+    stem,
     stems,
     token_f1,
     tokens,
@@ -83,6 +87,11 @@ FEATURES: tuple[str, ...] = (
     "pair_clean",
     "pair_whole",
     *(f"{field}_{n}" for n in ("synonyms", "antonyms") for field in ("trigger", "directive")),
+    "trigger_paraphrase",
+    "directive_paraphrase",
+    "pair_literals_shared",
+    "pair_literals_replaced",
+    "pair_length_ratio",
 )
 
 
@@ -91,10 +100,10 @@ FEATURES: tuple[str, ...] = (
 # How much was reworded (`changed`, `f1`) may go either way.
 _RISING = frozenset(
     {"whole", "residual", "align", "explained", "amounts", "status", "agreement", "clean"}
-    | {"synonyms"}
+    | {"synonyms", "paraphrase", "literals_shared"}
     | {"acts_overlap", "stances_overlap"}
 )
-_EITHER = frozenset({"changed", "f1", "one_sided"})
+_EITHER = frozenset({"changed", "f1", "one_sided", "length_ratio"})
 
 
 def monotone(name: str) -> int:
@@ -152,6 +161,7 @@ def pair_evidence(
             found.append(swaps[field])
     _pool(features, t_conflicts, d_conflicts, doubts)
     _thesaurus_features(expected, extracted, features)
+    _name_features(expected, extracted, features)
     features["pair_clean"] = _clean(features)
     # Both fields at once: an unrelated rule is far in both, a rewording of the same rule
     # is seldom far in both; each field alone leaves the two overlapping.
@@ -175,6 +185,26 @@ def _thesaurus_features(
         share, opposed = changed_words(gone_content, came_content)
         out[f"{field}_synonyms"] = share
         out[f"{field}_antonyms"] = float(opposed)
+        # Everyday equivalents WordNet misses ("launch" for "start"): paraphrase.py.
+        out[f"{field}_paraphrase"] = paraphrase_share(gone_content, came_content)
+
+
+def _name_features(
+    expected: dict[str, str], extracted: dict[str, str], out: dict[str, float]
+) -> None:
+    # What the rules name (messages, flags, codes, files) is kept by a rewording and
+    # changed by a rule about another error, wherever in the rule it stands.
+    exp = (expected["trigger"], expected["directive"])
+    ext = (extracted["trigger"], extracted["directive"])
+    shared, replaced = name_agreement(exp, ext)
+    out["pair_literals_shared"] = shared
+    out["pair_literals_replaced"] = float(replaced)
+    # How much longer or shorter the extracted rule is written (terse notes, wordy
+    # advice): what a rewording or a trap looks like depends on the style, and a model
+    # fitted on both styles can tell them apart.
+    words_exp = len(tokens(exp[0])) + len(tokens(exp[1]))
+    words_ext = len(tokens(ext[0])) + len(tokens(ext[1]))
+    out["pair_length_ratio"] = math.log2((words_ext + 1) / (words_exp + 1))
 
 
 def _pool(out: dict[str, float], t_conflicts: list, d_conflicts: list, doubts: list) -> None:
@@ -314,11 +344,13 @@ def _order_discordance(exp: str, ext: str) -> float:
 
 @lru_cache(maxsize=16384)
 def _first_positions(text: str) -> dict[str, int]:
-    # Memoised (the expected text's are asked for with every candidate); read only.
+    # Memoised (the expected text's are asked for with every candidate); read only. By
+    # stem: a word made plural in one place ("the build" -> "the builds") is the same
+    # word, not one that moved.
     out: dict[str, int] = {}
     for i, w in enumerate(tokens(text)):
         if w not in STOP:
-            out.setdefault(w, i)
+            out.setdefault(stem(w), i)
     return out
 
 

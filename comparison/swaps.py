@@ -10,6 +10,7 @@ from .directives import PREFERENCE, PREFERENCE_CUE, verb_classes
 from .lexicon import SYNONYM_OF, opposites_of
 from .text import (
     CONNECTIVES,
+    EMPTY,
     PRONOUNS,
     CaseBlind,
     change_blocks,
@@ -52,7 +53,7 @@ def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) ->
         old, new = content(gone) - CONNECTIVES, content(came) - CONNECTIVES
         # A compound term is judged by the part that changed: "--ask-become-pass" against
         # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
-        old, new = old - new, new - old
+        old, new = _uninflected(old - new, new - old)
         # The cheap tests first: the atoms of both runs are read only when they decide.
         if not old or not new or related(old, new) or _compound(gone, came):
             continue
@@ -92,6 +93,39 @@ def _compound(gone: str, came: str) -> bool:
 
 def _joined(words: str) -> str:
     return words.replace(" ", "").replace("-", "")
+
+
+def _uninflected(old: frozenset[str], new: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The words of a change left once those that are one word inflected are paired off:
+    "ifIndex values change" against "community string changes" is "ifindex values"
+    against "community string", which an inflection kept must not excuse."""
+    if len(old) == 1 and len(new) == 1:
+        # Most changes are one word for one word.
+        (a,), (b,) = old, new
+        return (EMPTY, EMPTY) if _inflected(a, b) else (old, new)
+    # The words of `new` by lemma, so each word of `old` is looked up, not tried against
+    # every word of `new` (the same pairs as `_inflected`).
+    by_lemma: dict[str, set[str]] = {}
+    for b in new:
+        for lemma in lemmas(b):
+            by_lemma.setdefault(lemma, set()).add(b)
+    gone: set[str] = set()
+    came: set[str] = set()
+    for a in old:
+        found = {b for lemma in lemmas(a) for b in by_lemma.get(lemma, ())}
+        found.update(w for w in (a + "s", a[:-1] if a.endswith("s") else "") if w in new)
+        if found:
+            gone.add(a)
+            came |= found
+    if not gone:
+        return old, new
+    return old - gone, new - came
+
+
+def _inflected(a: str, b: str) -> bool:
+    # One word in another inflection ("file" / "files", "ran" / "run"), which the crude
+    # stems miss where the stem ends in "e".
+    return bool(lemmas(a) & lemmas(b)) or a + "s" == b or b + "s" == a
 
 
 @lru_cache(maxsize=8192)
@@ -158,6 +192,13 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
     explained = unexplained = one_sided = 0
     for gone, came in change_blocks(expected, extracted):
         old, new = content(gone) - content(came), content(came) - content(gone)
+        kept_old, kept_new = _uninflected(old, new)
+        if kept_old != old or kept_new != new:
+            # The same word inflected is explained; the rest of the block judged alone.
+            explained += len(old | new) - len(kept_old | kept_new)
+            old, new = kept_old, kept_new
+            if not old and not new:
+                continue
         if not old or not new:
             one_sided += len(old | new)
         elif related(old, new) or _compound(gone, came) or _same_atoms(gone, came, frozenset(old)):

@@ -356,8 +356,8 @@ def same_stem(a: str, b: str) -> bool:
     return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
 
 
-# The positive word a negation may stand against: "with" for "without".
-_POSITIVE_OF_NEGATION = frozenset({"with"})
+# The positive word a negation may stand against: "with" for "without", "can" for "cannot".
+_POSITIVE_OF_NEGATION = frozenset({"with", "can"})
 
 
 def negation_only_difference(expected: str, extracted: str) -> bool:

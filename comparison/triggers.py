@@ -320,7 +320,10 @@ def declared_atoms(atoms: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-_QUOTED = re.compile(r"'([^']{3,})'|\"([^\"]{3,})\"")
+# A single quote opens only where no letter stands before it and closes only where none
+# follows: the apostrophes of "the user's build doesn't start" quote nothing, and a
+# quoted message may hold one ("'can't locate revision'").
+_QUOTED = re.compile(r"(?<!\w)'(\S.{2,}?)'(?!\w)|\"([^\"]{3,})\"")
 # Share of stems two quoted messages must have in common to be read as the same message.
 _QUOTED_MIN_OVERLAP = 0.25
 

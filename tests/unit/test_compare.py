@@ -410,11 +410,14 @@ def eval_rows() -> list[dict]:
     return [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()]
 
 
-# blind_a to blind_h, each scored once, now train; blind_i and blind_j are held out
-# (train.HELD_OUT) and appended to the data once written: absent or present, both pass.
+# blind_a to blind_j and blind_m to blind_r, each scored once, now train; blind_k,
+# blind_l and blind_s are held out (train.HELD_OUT) and appended to the data once written:
+# absent or present, both pass.
 SPLITS = {"dev", "heldout", "fresh", "fresh2", "train_a", "train_b"}
 SPLITS |= {"blind_a", "blind_b", "blind_c", "blind_d", "blind_e", "blind_f"}
 SPLITS |= {"blind_g", "blind_h", "blind_i", "blind_j"}
+SPLITS |= {"blind_m", "blind_n", "blind_o", "blind_p", "blind_q", "blind_r"}
+SPLITS |= {"blind_k", "blind_l", "blind_s"}
 
 
 def test_the_eval_set_is_large_varied_and_well_formed():
@@ -538,7 +541,8 @@ def test_the_last_blind_splits_and_any_held_out_one_are_over_domains_no_other_sp
     assert {"blind_g", "blind_h"} <= set(BLIND) <= present
     assert not set(HELD_OUT) & set(BLIND)
     # The held-out splits are written while this runs: each is checked once it is there.
-    for split in ("blind_g", "blind_h", *(s for s in HELD_OUT if s in present)):
+    written = ("blind_g", "blind_h", "blind_m", "blind_n", "blind_o", "blind_p", "blind_q")
+    for split in (*written, "blind_r", *(s for s in HELD_OUT if s in present)):
         held = [r for r in rows if r["split"] == split]
         others = {r["domain"] for r in rows if r["split"] != split}
         assert len(held) >= 150

@@ -1,0 +1,119 @@
+"""A rule's style made plain: telegraphic shorthand spelt out, hedges and framing dropped
+(semantics §12).
+
+Extractions come in styles: terse notes ("quiz stuck >24 min: open ticket w/ quiz ID") and
+wordy advice ("Whenever the quiz has been stuck for over a day, it is usually best to open
+a ticket"). Neither the shorthand nor the hedge says anything about which rule it is, yet
+both count as changed words; made plain, only the words that state the rule are compared.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+# Shorthand of notes, spelt out. A comparison sign is read only before a number, so
+# "a -> b" or "x=1" in code are left alone.
+_SHORTHAND = [
+    (re.compile(r"(?<!\w)w/o(?!\w)", re.I), "without"),
+    (re.compile(r"(?<!\w)w/(?=\s|\w)", re.I), "with "),
+    (re.compile(r"(?<!\w)b/c(?!\w)", re.I), "because"),
+    (re.compile(r"(?<!\w)(?:thru)(?!\w)", re.I), "through"),
+    (re.compile(r"(?<!\w)(?:till|'til|til)(?!\w)", re.I), "until"),
+    (re.compile(r"(?<!\w)asap(?!\w)", re.I), "immediately"),
+    (re.compile(r"(?<!\w)approx\.?(?!\w)", re.I), "about"),
+    (re.compile(r"\s&\s"), " and "),
+    (re.compile(r">=\s*(?=\d)"), "at least "),
+    (re.compile(r"<=\s*(?=\d)"), "at most "),
+    (re.compile(r"(?<![\w-])>\s*(?=\d)"), "more than "),
+    (re.compile(r"(?<![\w<-])<\s*(?=\d)"), "less than "),
+    (re.compile(r"(?<![\w~])~\s*(?=\d)"), "about "),
+    (re.compile(r"\s+(?:->|→)\s+"), " then "),
+]
+
+# Hedges and framing: what only says how sure or polite the writer is, or that what
+# follows is the advice. Each is dropped, with the comma that set it off.
+_HEDGE = re.compile(
+    r"\b(?:"
+    r"it(?: is|'s) (?:usually |generally |normally |often |typically |probably |almost always )?"
+    r"(?:best|wise|advisable|sensible|safest|easiest|preferable|recommended|a good idea|"
+    r"good practice|better) (?:to|that you)|"
+    r"the (?:sensible|best|right|usual|correct|safest|recommended|standard) "
+    r"(?:fix|approach|move|course|thing to do|option|remedy|step) is (?:usually |generally |"
+    r"normally |often |typically )?(?:to )?|"
+    r"a (?:reasonable|good|sensible) (?:starting point|default|first step) is "
+    r"(?:usually |generally |normally )?to|"
+    r"(?:you|one) (?:should|ought to|will want to|would want to) (?:really |generally |"
+    r"usually |normally |probably )?|"
+    r"it (?:usually |generally |often )?pays to|"
+    r"(?:in practice|as a rule|in general|generally speaking),?|"
+    r"(?:usually|generally|normally|typically|really|actually|simply|basically|"
+    r"just|probably|likely)"
+    r")\b,?\s*",
+    re.I,
+)
+# Framing of a situation: "in situations where", "whenever you find that" are "when".
+_WHEN = re.compile(
+    r"^(?:whenever|in (?:situations|cases|the event) (?:where|that)|"
+    r"any time|each time|every time)\b(?:\s+(?:you|we) (?:find|notice|see|intend to|want to|"
+    r"are about to)(?: that)?)?(?=\s|$)",
+    re.I,
+)
+
+
+# A word every hedge holds, and a mark every shorthand holds: most texts hold none and
+# are passed over with a few substring tests and one set test.
+_HEDGE_WORDS = frozenset(
+    [
+        "usually",
+        "generally",
+        "normally",
+        "typically",
+        "really",
+        "actually",
+        "simply",
+        "just",
+        "probably",
+        "likely",
+        "practice",
+        "best",
+        "wise",
+        "advisable",
+        "sensible",
+        "safest",
+        "easiest",
+        "preferable",
+        "recommended",
+        "idea",
+        "better",
+        "should",
+        "ought",
+        "want",
+        "pays",
+        "reasonable",
+        "rule",
+        "general",
+        "right",
+        "correct",
+        "standard",
+    ]
+)
+_SHORTHAND_MARKS = ("w/", "b/c", "thru", "til", "asap", "approx", "&", "<", ">", "~", "→")
+_WHEN_CUE = ("whenever", "in situations", "in cases", "in the event", "any time")
+_WHEN_CUE += ("each time", "every time")
+
+
+@lru_cache(maxsize=16384)
+def plain_style(text: str) -> str:
+    """The text with shorthand spelt out and hedges dropped; what it says is kept."""
+    low = text.lower()
+    if any(mark in low for mark in _SHORTHAND_MARKS):
+        for rx, replacement in _SHORTHAND:
+            text = rx.sub(replacement, text)
+        text = " ".join(text.split())
+        low = text.lower()
+    if low.startswith(_WHEN_CUE):
+        text = _WHEN.sub("when", text)
+    if not _HEDGE_WORDS.isdisjoint(low.replace(",", " ").split()):
+        text = " ".join(_HEDGE.sub("", text).split())
+    return text

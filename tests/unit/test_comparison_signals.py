@@ -1,0 +1,174 @@
+"""The comparator's looser signals (semantics §12): everyday equivalents of computing words,
+the literal names two rules share, and the findings they sharpen.
+
+Pure functions: no database, no Django settings needed.
+"""
+
+import pytest
+
+from comparison.compare import compare_rules, evidence_many
+from comparison.features import monotone
+from comparison.identifiers import literals, replaced, shared_share
+from comparison.lexicon import opposite
+from comparison.paraphrase import GROUPS, equivalent, paraphrase_share
+from comparison.style import plain_style
+from comparison.swaps import explained_share
+from comparison.text import negation_only_difference
+from comparison.thesaurus import antonyms
+from comparison.triggers import other_message_quoted
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("start", "launch"),
+        ("restarted", "rebooting"),
+        ("fetch", "downloaded"),
+        ("deletes", "erase"),
+        ("folder", "directories"),
+        ("photos", "images"),
+        ("sluggish", "slow"),
+    ],
+)
+def test_everyday_equivalents_are_found_in_any_inflection(a, b):
+    assert equivalent(a, b) and equivalent(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [("upload", "download"), ("start", "stop"), ("enable", "disable"), ("a", "a")]
+)
+def test_opposites_and_a_word_itself_are_not_equivalents(a, b):
+    assert not equivalent(a, b)
+
+
+def test_no_group_holds_a_pair_the_lexicon_calls_opposites():
+    for group in GROUPS:
+        assert not [(a, b) for a in group for b in group if opposite(a, b)]
+
+
+def test_no_group_holds_many_wordnet_antonyms():
+    # WordNet calls a few everyday equivalents opposites in a rare sense ("bump" /
+    # "upgrade"); a group is only wrong when that is common.
+    pairs = [(a, b) for g in GROUPS for a in g for b in g if a < b and antonyms(a, b)]
+    assert len(pairs) <= 3
+
+
+def test_the_paraphrase_share_counts_changed_words_with_an_equivalent_opposite():
+    assert paraphrase_share(frozenset(), frozenset()) == 1.0
+    assert paraphrase_share(frozenset({"launch"}), frozenset()) == 0.0
+    assert paraphrase_share(frozenset({"launch", "folder"}), frozenset({"start", "directory"})) == 1
+    half = paraphrase_share(frozenset({"launch", "vault"}), frozenset({"start", "become"}))
+    assert half == 0.5
+    inflected = paraphrase_share(frozenset({"redact", "shipping"}), frozenset({"scrub", "shipped"}))
+    assert inflected == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ('when git push fails with "non-fast-forward"', {"non-fast-forward"}),
+        ("run pg_dump --no-owner into db.sqlite3", {"pg_dump", "--no-owner", "db.sqlite3"}),
+        ("when writes fail with ENOSPC after 30 retries", {"enospc", "30"}),
+        ("set maxPoolSize in /etc/app.conf", {"maxpoolsize", "/etc/app.conf"}),
+        ("when the user's build doesn't start", set()),
+    ],
+)
+def test_the_literal_names_of_a_text_are_quoted_strings_flags_codes_and_paths(text, names):
+    assert literals(text) == names
+
+
+def test_a_name_kept_bare_or_quoted_is_shared_and_another_name_is_a_replacement():
+    assert shared_share("when it exits with 137", "if the process dies with exit status 137") == 1
+    assert shared_share("restart the service", "reboot the box") == 0.5
+    assert shared_share("when writes fail with ENOSPC", "when the disk is full") == 0
+    assert replaced("when writes fail with ENOSPC", "when the disk is full") == 0
+    assert replaced("exit 137 with --force", "exit 143 with --force") == 1
+    assert replaced("use 'git commit --no-verify'", "use git commit --no-verify") == 0
+
+
+def test_an_apostrophe_quotes_nothing_and_a_quoted_message_may_hold_one():
+    assert other_message_quoted("when the user's build doesn't start", "when it isn't done") is None
+    found = other_message_quoted(
+        "when alembic says 'can't locate revision'", "when alembic says 'multiple heads'"
+    )
+    assert found is not None and "locate revision" in found
+
+
+def test_a_word_inflected_beside_a_swapped_term_does_not_excuse_the_swap():
+    exp = "when a device's SNMP ifIndex values change after every reboot"
+    ext = "when a device's SNMP community string changes after every reboot"
+    explained, unexplained, _ = explained_share(exp, ext)
+    assert unexplained > 0
+    result = compare_rules(
+        {"trigger": ext, "directive": "enable ifIndex persistence on the device"},
+        {"trigger": exp, "directive": "enable ifIndex persistence on the device"},
+    )
+    assert any("replaced by" in c for c in result["conflicts"])
+
+
+def test_cannot_against_can_is_a_negation():
+    assert negation_only_difference(
+        "when the server can't be changed", "when the server can be changed"
+    )
+    assert not negation_only_difference(
+        "when the server can be changed", "when the server may be changed"
+    )
+
+
+def test_the_new_signals_are_features_of_every_pair():
+    pair = (
+        {"trigger": "if the app won't launch", "directive": "erase the cache folder"},
+        {"trigger": "when the app fails to start", "directive": "delete the cache directory"},
+    )
+    features = evidence_many([pair])[0].features
+    assert features["directive_paraphrase"] > 0.5
+    assert features["pair_literals_shared"] == 0.5
+    assert features["pair_literals_replaced"] == 0
+    wordy = (
+        {
+            "trigger": "whenever the app will not launch, which happens after updates",
+            "directive": "it is usually best to erase the cache folder and try again",
+        },
+        pair[1],
+    )
+    assert evidence_many([wordy])[0].features["pair_length_ratio"] > 0.5
+
+
+@pytest.mark.parametrize(
+    ("feature", "direction"),
+    [
+        ("trigger_paraphrase", 1),
+        ("directive_paraphrase", 1),
+        ("pair_literals_shared", 1),
+        ("pair_literals_replaced", -1),
+        ("pair_length_ratio", 0),
+    ],
+)
+def test_each_new_signal_moves_the_probability_the_way_language_says(feature, direction):
+    assert monotone(feature) == direction
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("open a support ticket w/ the quiz ID", "open a support ticket with the quiz ID"),
+        ("stuck on 'grading' >24 hours", "stuck on 'grading' more than 24 hours"),
+        ("it is usually best to lower the deviation", "lower the deviation"),
+        ("the sensible fix is normally to grant write access", "grant write access"),
+        ("one should really never launch the installer", "never launch the installer"),
+        ("Whenever you find that the queue grows", "when the queue grows"),
+        ("restart the worker", "restart the worker"),
+        ("keep x<3 and a->b as written", "keep x<3 and a->b as written"),
+    ],
+)
+def test_shorthand_is_spelt_out_and_hedges_dropped(written, plain):
+    assert plain_style(written) == plain
+
+
+def test_a_hedged_rule_is_the_same_rule_as_its_plain_copy():
+    expected = {"trigger": "when the archive is full", "directive": "add a new archive file"}
+    hedged = {
+        "trigger": "whenever you find that the archive is full",
+        "directive": "it is usually best to add a new archive file",
+    }
+    assert compare_rules(hedged, expected)["verdict"] == "match"
