@@ -58,6 +58,10 @@ BLIND = (
     "blind_p",
     "blind_q",
     "blind_r",
+    "blind_t",
+    "blind_u",
+    "blind_v",
+    "blind_w",
 )
 _FOLDS = 5
 PARAMS = {
