@@ -52,7 +52,7 @@ _WHEN_NARRATED = re.compile(
 )
 _WHENEVER = re.compile(
     r"(?:whenever|any\s*time|every\s+time|each\s+time|in\s+(?:the\s+)?cases?\s+(?:where|when)|"
-    r"in\s+case|if\s+ever|on\s+any\s+occasion\s+(?:where|when))\b\s*",
+    r"in\s+case(?!\s+of\b)|if\s+ever|on\s+any\s+occasion\s+(?:where|when))\b\s*",
     re.IGNORECASE,
 )
 

@@ -19,6 +19,7 @@ from comparison.framing import unframed
         ("We saw an error where the lock file was stale", "when the lock file was stale"),
         ("Whenever the build cache is cold", "when the build cache is cold"),
         ("Each time the token expires mid-upload", "when the token expires mid-upload"),
+        ("In case the lock file is stale", "when the lock file is stale"),
         ("Lesson: if the index is missing", "if the index is missing"),
         ("Lesson learned: when the disk fills up", "when the disk fills up"),
         ("Trigger: the agent encountered a merge conflict", "when a merge conflict"),
@@ -63,6 +64,7 @@ def test_a_negation_in_the_frame_is_kept(framed, plain):
     ("text", "field"),
     [
         ("when the model hits NaN loss", "trigger"),  # the model is the situation here
+        ("in case of a power cut during the flash", "trigger"),  # "when of" would be wrong
         ("if you see 'permission denied'", "trigger"),
         ("when a bot gets rate limited", "trigger"),
         ("then-branch fails to compile", "trigger"),
