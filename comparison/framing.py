@@ -30,7 +30,9 @@ _LABEL = (
     r"note|tip|policy|guidance)\s*[:\-–—]\s+"
 )
 
-_SUBJECT = r"(?:the\s+|an?\s+|this\s+|our\s+)?(?:agent|assistant|model|bot|llm|ai)s?|i|we|you"
+# Who narrates or is told: an agent, an assistant, I, we, you — never "the model" or "a bot",
+# which a rule's own situation or object can be ("the model should be exported in fp16").
+_SUBJECT = r"(?:the\s+|an?\s+|this\s+|our\s+)?(?:agent|assistant|ai\s+agent)s?|i|we|you"
 
 # A narrating subject meeting the situation: the trigger reads "when <the situation>".
 _MET = (
@@ -43,9 +45,7 @@ _WHERE = (
     r"(?:(?:an?|the)\s+(?:error|case|failure|situation|problem|issue|scenario)\s+"
     r"(?:where|in\s+which|when)\s+)?"
 )
-# Who narrates meeting it: never "the model" or "a bot", which a rule's own situation can be.
-_NARRATOR = r"(?:the\s+)?(?:agent|assistant|ai\s+agent)s?|i|we|you"
-_NARRATED = re.compile(rf"(?:{_NARRATOR})\s+{_MET}\s+{_WHERE}", re.IGNORECASE)
+_NARRATED = re.compile(rf"(?:{_SUBJECT})\s+{_MET}\s+{_WHERE}", re.IGNORECASE)
 _WHEN_NARRATED = re.compile(
     rf"(?:when|if|whenever)\s+(?:the\s+)?(?:agent|assistant)s?\s+{_MET}\s+{_WHERE}",
     re.IGNORECASE,
@@ -68,7 +68,7 @@ _NEVER = re.compile(
     rf"(?:{_SUBJECT})\s+(?:should|must|shall|will|is\s+to|are\s+to)\s+never\s+", re.IGNORECASE
 )
 _NOT = re.compile(
-    rf"(?:{_SUBJECT})\s+(?:should|must|shall|ought|is|are)\s+not\s+(?:to\s+)?"
+    rf"(?:{_SUBJECT})\s+(?:(?:should|must|shall|ought)\s+not\s+(?:to\s+)?|(?:is|are)\s+not\s+to\s+)"
     rf"|(?:{_SUBJECT})\s+(?:does|do)\s+not\s+need\s+to\s+",
     re.IGNORECASE,
 )
@@ -98,13 +98,67 @@ _DIRECTIVE_STEPS = (
 # A text can only hold a frame if one of these starts it (lower-cased): most texts skip
 # every expression.
 _STARTS = (
-    "lesson", "rule", "learned", "trigger", "situation", "context", "condition", "symptom",
-    "problem", "issue", "failure", "observ", "scenario", "when", "if", "fix", "action",
-    "directive", "do", "resolution", "remedy", "solution", "recommend", "guideline",
-    "instruction", "takeaway", "advice", "next", "correct", "what", "note", "tip", "policy",
-    "guidance", "the", "an", "a ", "this", "our", "agent", "assistant", "model", "bot", "llm",
-    "ai", "i ", "we", "you", "any", "every", "each", "in ", "on ", "going", "from", "hence",
-    "then", "always", "be ", "make", "remember", "take", "it", "please", "just", "simply",
+    *[
+        "lesson",
+        "rule",
+        "learned",
+        "trigger",
+        "situation",
+        "context",
+        "condition",
+        "symptom",
+        "problem",
+        "issue",
+        "failure",
+        "observ",
+        "scenario",
+        "when",
+        "if",
+        "fix",
+        "action",
+        "directive",
+        "do",
+        "resolution",
+        "remedy",
+        "solution",
+        "recommend",
+        "guideline",
+        "instruction",
+        "takeaway",
+        "advice",
+        "next",
+        "correct",
+        "what",
+        "note",
+        "tip",
+        "policy",
+        "guidance",
+        "the",
+        "an",
+        "this",
+        "our",
+        "agent",
+        "assistant",
+        "ai",
+        "we",
+        "you",
+        "any",
+        "every",
+        "each",
+        "going",
+        "from",
+        "hence",
+        "then",
+        "always",
+        "make",
+        "remember",
+        "take",
+        "it",
+        "please",
+        "just",
+        "simply",
+    ],
+    *("a ", "i ", "in ", "on ", "be "),
 )
 
 
@@ -122,7 +176,7 @@ def unframed(text: str, field: str) -> str:
         for rx, replacement in steps:
             m = rx.match(text)
             if m and m.end() < len(text):
-                rest = text[m.end():]
+                rest = text[m.end() :]
                 if field == "trigger" and replacement and rest.lower().startswith(("when ", "if ")):
                     replacement = ""
                 text = replacement + rest

@@ -14,7 +14,10 @@ from comparison.framing import unframed
 @pytest.mark.parametrize(
     ("framed", "plain"),
     [
-        ("The agent hit the sidecar being OOMKilled under load", "when the sidecar being OOMKilled under load"),
+        (
+            "The agent hit the sidecar being OOMKilled under load",
+            "when the sidecar being OOMKilled under load",
+        ),
         ("the agent ran into a 429 from the billing API", "when a 429 from the billing API"),
         ("We saw an error where the lock file was stale", "when the lock file was stale"),
         ("Whenever the build cache is cold", "when the build cache is cold"),
@@ -53,6 +56,7 @@ def test_a_directive_loses_its_frame_and_keeps_its_action(framed, plain):
         ("The agent should never force-push to main", "never force-push to main"),
         ("The agent should not delete the volume", "do not delete the volume"),
         ("you must not skip the dry run", "do not skip the dry run"),
+        ("The agent is not to touch the prod database", "do not touch the prod database"),
         ("Rule: the agent must never disable TLS checks", "never disable TLS checks"),
     ],
 )
@@ -70,6 +74,8 @@ def test_a_negation_in_the_frame_is_kept(framed, plain):
         ("then-branch fails to compile", "trigger"),
         ("always-on replicas drift", "trigger"),
         ("rule out a stale cache before rebuilding", "directive"),
+        ("the model should be exported in fp16", "directive"),
+        ("you are not allowed to push to main", "directive"),
         ("do not retry a 4xx", "directive"),
         ("never run it as root", "directive"),
         ("Always", "directive"),  # nothing left after the frame: kept whole
@@ -101,7 +107,10 @@ def test_a_framed_copy_of_a_rule_with_a_changed_amount_is_a_different_rule():
 
 def test_the_frame_changes_nothing_in_the_displayed_diff():
     expected = {"trigger": "when the cache is cold", "directive": "warm it before the load test"}
-    framed = {"trigger": "Whenever the cache is cold", "directive": "The agent should warm it before the load test"}
+    framed = {
+        "trigger": "Whenever the cache is cold",
+        "directive": "The agent should warm it before the load test",
+    }
     result = compare_rules(framed, expected)
     # The page shows what the extractor wrote; only the scoring reads the rule unframed.
     inserted = [word for op, word in result["directive"]["diff"] if op == "insert"]
