@@ -411,15 +411,15 @@ def eval_rows() -> list[dict]:
 
 
 # blind_a to blind_j and blind_m to blind_r, each scored once, and blind_t to blind_w
-# (scored once by the model of the round before, then written in) train; blind_k,
-# blind_l and blind_s are held out (train.HELD_OUT) and appended to the data once written:
-# absent or present, both pass.
+# (scored once by the model of the round before, then written in) train; blind_k, blind_l,
+# blind_s, blind_x, blind_y and blind_z are held out (train.HELD_OUT) and appended to the
+# data once scored: absent or present, both pass.
 SPLITS = {"dev", "heldout", "fresh", "fresh2", "train_a", "train_b"}
 SPLITS |= {"blind_a", "blind_b", "blind_c", "blind_d", "blind_e", "blind_f"}
 SPLITS |= {"blind_g", "blind_h", "blind_i", "blind_j"}
 SPLITS |= {"blind_m", "blind_n", "blind_o", "blind_p", "blind_q", "blind_r"}
 SPLITS |= {"blind_t", "blind_u", "blind_v", "blind_w"}
-SPLITS |= {"blind_k", "blind_l", "blind_s"}
+SPLITS |= {"blind_k", "blind_l", "blind_s", "blind_x", "blind_y", "blind_z"}
 
 
 def test_the_eval_set_is_large_varied_and_well_formed():
