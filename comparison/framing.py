@@ -50,9 +50,12 @@ _WHEN_NARRATED = re.compile(
     rf"(?:when|if|whenever)\s+(?:the\s+)?(?:agent|assistant)s?\s+{_MET}\s+{_WHERE}",
     re.IGNORECASE,
 )
+# "Whenever", and what only says who meets the situation after it ("whenever you find that").
 _WHENEVER = re.compile(
     r"(?:whenever|any\s*time|every\s+time|each\s+time|in\s+(?:the\s+)?cases?\s+(?:where|when)|"
-    r"in\s+case(?!\s+of\b)|if\s+ever|on\s+any\s+occasion\s+(?:where|when))\b\s*",
+    r"in\s+case(?!\s+of\b)|if\s+ever|on\s+any\s+occasion\s+(?:where|when))\b\s*"
+    r"(?:(?:you|we)\s+(?:find|notice|see|intend\s+to|want\s+to|are\s+about\s+to)\s+"
+    r"(?:that\s+)?)?",
     re.IGNORECASE,
 )
 

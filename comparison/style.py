@@ -52,11 +52,12 @@ _HEDGE = re.compile(
     r")\b,?\s*",
     re.I,
 )
-# Framing of a situation: "in situations where", "whenever you find that" are "when".
+# Framing of a situation that `framing.unframed` (which runs first and turns "whenever",
+# "each time", "in cases where" into "when") leaves: "in situations where", "in the event
+# that", "in cases that" are "when".
 _WHEN = re.compile(
-    r"^(?:whenever|in (?:situations|cases|the event) (?:where|that)|"
-    r"any time|each time|every time)\b(?:\s+(?:you|we) (?:find|notice|see|intend to|want to|"
-    r"are about to)(?: that)?)?(?=\s|$)",
+    r"^(?:in (?:situations (?:where|that)|the event (?:where|that)|cases that))"
+    r"(?:\s+(?:you|we) (?:find|notice|see|intend to|want to|are about to)(?: that)?)?(?=\s|$)",
     re.I,
 )
 
@@ -99,8 +100,7 @@ _HEDGE_WORDS = frozenset(
     ]
 )
 _SHORTHAND_MARKS = ("w/", "b/c", "thru", "til", "asap", "approx", "&", "<", ">", "~", "→")
-_WHEN_CUE = ("whenever", "in situations", "in cases", "in the event", "any time")
-_WHEN_CUE += ("each time", "every time")
+_WHEN_CUE = ("in situations", "in cases", "in the event")
 
 
 @lru_cache(maxsize=16384)

@@ -23,6 +23,8 @@ from comparison.framing import unframed
         ("Whenever the build cache is cold", "when the build cache is cold"),
         ("Each time the token expires mid-upload", "when the token expires mid-upload"),
         ("In case the lock file is stale", "when the lock file is stale"),
+        ("Whenever you find that the queue grows", "when the queue grows"),
+        ("each time we notice that the cache is cold", "when the cache is cold"),
         ("Lesson: if the index is missing", "if the index is missing"),
         ("Lesson learned: when the disk fills up", "when the disk fills up"),
         ("Trigger: the agent encountered a merge conflict", "when a merge conflict"),
