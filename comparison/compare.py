@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 
+from .connectives import plain_order
 from .directives import directive_stances, stance_conflicts
 from .features import Evidence, field_texts, pair_evidence
 from .framing import unframed
@@ -163,10 +164,11 @@ def evidence_many(
 
 
 def _canonical_rule(rule: dict) -> dict[str, str]:
-    return {
-        field: canonical(plain_style(unframed(plain_spelling(_text(rule, field)), field)))
-        for field in FIELDS
+    plain = {
+        field: plain_style(unframed(plain_spelling(_text(rule, field)), field)) for field in FIELDS
     }
+    plain["directive"] = plain_order(plain["directive"])
+    return {field: canonical(text) for field, text in plain.items()}
 
 
 def _text(rule: dict, field: str) -> str:

@@ -195,7 +195,11 @@ PREFERENCE_CUE = CaseBlind(r"instead of|rather than|in place of")
 PREFERENCE = re.compile(r"(.+?)\s+(?:instead of|rather than|in place of)\s+(.+)", re.I)
 # A flag is one token ("--extra-index-url" is not "--index-url" plus "extra").
 _OPTION_TOKEN = re.compile(r"(?<![\w-])--?[a-z][\w-]*|[a-z0-9_]+|[^\sa-z0-9_]+")
-_OPTION_STOP = frozenset({"use", "the", "a", "an", "to", "with", "and", "then"})
+# A pronoun names the option of the other clause ("drop the slot instead of leaving it"):
+# it is no word of either option.
+_OPTION_STOP = frozenset(
+    {"use", "the", "a", "an", "to", "with", "and", "then", "it", "them", "this", "that", "one"}
+)
 
 
 def _option(text: str) -> set[str]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .directives import HARD_KINDS, directive_findings, stances_of, verb_classes
 from .identifiers import name_agreement
 from .paraphrase import paraphrase_share
-from .quantities import quantity_agreement, status_class_agreement
+from .quantities import digits_replaced, quantity_agreement, status_class_agreement
 from .swaps import explained_share, key_term_swapped, opposites, rejected_alternative
 from .text import (
     STOP,
@@ -69,6 +69,7 @@ _FIELD = (
     "amounts",
     "status",
     "order",
+    "digits",
 )
 FEATURES: tuple[str, ...] = (
     *(f"trigger_{n}" for n in _FIELD),
@@ -216,7 +217,8 @@ def _pool(out: dict[str, float], t_conflicts: list, d_conflicts: list, doubts: l
 
 def _clean(f: dict[str, float]) -> float:
     """1 when every change is accounted for: no conflict or doubt found, no word replaced
-    by an unrelated one, no shared words reordered, no amount changed, the atoms agree,
+    by an unrelated one, no shared words reordered, no amount changed and no number
+    written in digits replaced by another, the atoms agree,
     and each field keeps some of its words (an empty directive is no copy of one). Most
     near copies of a rule are clean; most wrong rules in the same words are not."""
     fields_clean = all(
@@ -226,6 +228,7 @@ def _clean(f: dict[str, float]) -> float:
         and f[f"{k}_order"] == 0
         and f[f"{k}_amounts"] >= 0
         and f[f"{k}_swap"] == 0
+        and f[f"{k}_digits"] == 0
         for k in ("trigger", "directive")
     )
     found = f["trigger_conflicts"] + f["directive_conflicts"] + f["directive_doubts"]
@@ -293,6 +296,7 @@ def _field_features(
         "amounts": quantity_agreement(exp, ext),
         "status": status_class_agreement(exp, ext),
         "order": _order_discordance(exp, ext),
+        "digits": digits_replaced(exp, ext),
     }
     return values, shown, swap
 

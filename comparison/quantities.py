@@ -144,3 +144,24 @@ def status_class_agreement(expected: str, extracted: str) -> float:
     if not a or not b:
         return 0.0
     return 1.0 if a & b else -1.0
+
+
+# A number as written, wherever it stands ("--nproc_per_node=8", "EPSG:4326", "1400x1400",
+# "10,000"): digits with their thousands commas and decimals, and a minus sign that starts
+# it ("end_offset=-1"), not one that joins a range ("1-1024").
+_DIGITS = re.compile(r"(?:(?<=[\s=(:\[])-|^-)?\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+@lru_cache(maxsize=8192)
+def digit_numbers(text: str) -> frozenset[str]:
+    """Every number written in digits, thousands commas dropped ("10,000" is "10000")."""
+    return frozen(m.replace(",", "") for m in _DIGITS.findall(text))
+
+
+def digits_replaced(expected: str, extracted: str) -> float:
+    """1.0 when each side writes a number in digits that the other does not: a number was
+    replaced ("8 GPUs" against "16 GPUs", "retry_delay_seconds=10" against "=600", "10,000"
+    against "10,000,000"). A number only one side writes is no replacement: a rewording
+    may leave one out or spell it as a word. Units are not read here (`quantities` does)."""
+    a, b = digit_numbers(expected), digit_numbers(extracted)
+    return float(bool(a - b) and bool(b - a))
