@@ -42,6 +42,12 @@ _WAIT = re.compile(
 _ONLY_AFTER = re.compile(
     rf"^(?:only\s+{_CLAUSE}|{_CLAUSE}\s+only)\s+(?:after|once)\s+{_CONDITION}{_TAIL}{_END}", re.I
 )
+# "only after Y should the agent X", "only once Y, X" → "Y before X".
+_ONLY_AFTER_FIRST = re.compile(
+    rf"^only\s+(?:after|once)\s+{_CONDITION}\s*(?:,\s*|\s+(?:should|must|can|may)\s+"
+    rf"(?:the\s+agent|you|we|it|they)\s+){_CLAUSE}{_END}",
+    re.I,
+)
 # "rather than X, Y" / "instead of X, Y" → "Y instead of X".
 _LEADING_REFUSED = re.compile(
     rf"^(?:rather\s+than|instead\s+of|in\s+place\s+of)\s+{_CONDITION}\s*,\s*{_CLAUSE}{_END}",
@@ -56,11 +62,11 @@ _REFUSED_FIRST = re.compile(
     re.I,
 )
 
-# "Y; don't X", "Y. Do not X.", "Y - don't X", "Y, not X", "Y, but never X" → "Y instead
-# of X": the refused act is refused either way, the words now in the order of the shape
-# above ("Y, and never X" asks for both, and stays).
+# "Y; don't X", "Y. Do not X.", "Y - don't X", "Y, but never X" → "Y instead of X": the
+# refused act is refused either way, the words now in the order of the shape above ("Y, and
+# never X" asks for both, and stays; "is HDF5, not a partial download" refuses no act).
 _REFUSED_LAST = re.compile(
-    rf"^{_CLAUSE}\s*(?:;|,|\.\s+|\s-\s)\s*(?:but\s+)?(?:{_NEGATED}|not)\s+{_CLAUSE}{_END}",
+    rf"^{_CLAUSE}\s*(?:;|,|\.\s+|\s-\s)\s*(?:but\s+)?{_NEGATED}\s+{_CLAUSE}{_END}",
     re.I,
 )
 _NEGATED_START = re.compile(rf"^(?:{_NEGATED}|not)\b", re.I)
@@ -81,6 +87,9 @@ def plain_order(text: str) -> str:
     m = _ONLY_AFTER.match(text)
     if m:
         return _joined(m.group(3), "before", m.group(1) or m.group(2)) + m.group(4).rstrip()
+    m = _ONLY_AFTER_FIRST.match(text)
+    if m:
+        return _joined(m.group(1), "before", m.group(2))
     m = _LEADING_REFUSED.match(text)
     if m:
         return _joined(m.group(2), "instead of", m.group(1))

@@ -11,7 +11,8 @@ mode of a setting). Taking the frame off leaves each side in the form an enginee
 
 Only a frame at the very start is taken off, and only words that never carry the rule:
 a label ("Rule:", "Lesson:", "Fix:"), a narrating subject and its verb of meeting
-something ("the agent hit", "we ran into"), a time phrase ("next time", "going
+something ("the agent hit", "we ran into", "the agent found") or of being busy with the task
+("the agent was replicating", "the agent had to choose"), a time phrase ("next time", "going
 forward"), a modal with its subject ("the agent should", "you must"), an adverb of
 insistence ("always", "make sure to"). A negation is kept as one: "the agent should never
 X" becomes "never X", "you must not X" becomes "do not X". "When" and "if" stay as written.
@@ -39,13 +40,28 @@ _MET = (
     r"(?:hit|hits|encountered|encounters|ran\s+into|runs\s+into|run\s+into|ran\s+up\s+against|"
     r"saw|sees|see|got|gets|faced|faces|observed|observes|noticed|notices|came\s+across|"
     r"comes\s+across|experienced|experiences|was\s+hit\s+by|is\s+hit\s+by|hit\s+upon|"
-    r"stumbled\s+on|stumbled\s+into|triggered|triggers)"
+    r"stumbled\s+on|stumbled\s+into|triggered|triggers|found(?:\s+that)?|finds(?:\s+that)?|heard|hears)"
 )
 _WHERE = (
     r"(?:(?:an?|the)\s+(?:error|case|failure|situation|problem|issue|scenario)\s+"
     r"(?:where|in\s+which|when)\s+)?"
 )
 _NARRATED = re.compile(rf"(?:{_SUBJECT})\s+{_MET}\s+{_WHERE}", re.IGNORECASE)
+# A narrating subject busy with the task the situation arose in: "the agent was
+# replicating X" and "the agent had to choose X" read "when replicating X", "when choose X"
+# (the crude stems compare "choose" with "choosing").
+_BUSY = re.compile(
+    rf"(?:{_SUBJECT})\s+(?:was|were|is|are|am)\s+(?=\w+ing\b)|"
+    rf"(?:{_SUBJECT})\s+(?:had|has|have|needed|needs|need|wanted|wants|was\s+trying|"
+    rf"tried|is\s+trying|were\s+trying)\s+to\s+",
+    re.IGNORECASE,
+)
+# A time phrase before the situation ("Going forward, whenever X").
+_TRIGGER_TIME = re.compile(
+    r"(?:next\s+time|in\s+(?:the\s+)?future|going\s+forward|from\s+now\s+on)\s*,?\s+"
+    r"(?=(?:when|whenever|if|each|every|any)\b)",
+    re.IGNORECASE,
+)
 _WHEN_NARRATED = re.compile(
     rf"(?:when|if|whenever)\s+(?:the\s+)?(?:agent|assistant)s?\s+{_MET}\s+{_WHERE}",
     re.IGNORECASE,
@@ -86,8 +102,10 @@ _INSISTENCE = re.compile(
 
 _TRIGGER_STEPS = (
     (re.compile(_LABEL, re.IGNORECASE), ""),
+    (_TRIGGER_TIME, ""),
     (_WHEN_NARRATED, "when "),
     (_NARRATED, "when "),
+    (_BUSY, "when "),
     (_WHENEVER, "when "),
 )
 _DIRECTIVE_STEPS = (

@@ -36,6 +36,14 @@ from comparison.connectives import plain_order
             "the migration has finished before restart the worker",
         ),
         (
+            "Only after the backup is verified should the agent drop the old table.",
+            "the backup is verified before drop the old table",
+        ),
+        (
+            "only once the lock is released, retry the job",
+            "the lock is released before retry the job",
+        ),
+        (
             "promote the replica only once replication lag is zero",
             "replication lag is zero before promote the replica",
         ),
@@ -73,7 +81,6 @@ def test_a_step_that_waits_reads_after_the_step_it_waits_for(written, plain):
             "raise its memory limit; don't restart the pod",
             "raise its memory limit instead of restart the pod",
         ),
-        ("pin the digest, not the tag", "pin the digest instead of the tag"),
         (
             "Reject those rows and report them. Do not create new SKUs.",
             "Reject those rows and report them instead of create new SKUs",
@@ -97,6 +104,9 @@ def test_a_refused_option_reads_after_the_one_taken(written, plain):
         "raise the limit, and never force push",
         "don't restart the pod. Raise the memory limit instead.",
         "use a line filter rather than a label",
+        # "not" before a noun refuses no act.
+        "pin the digest, not the tag",
+        "check that the file really is HDF5, not a partial download",
         "",
     ],
 )

@@ -29,6 +29,15 @@ from comparison.framing import unframed
         ("Lesson learned: when the disk fills up", "when the disk fills up"),
         ("Trigger: the agent encountered a merge conflict", "when a merge conflict"),
         ("when the agent gets 'Error 500' from the catalog", "when 'Error 500' from the catalog"),
+        ("The agent found that the cache was stale", "when the cache was stale"),
+        (
+            "The agent was replicating a volume across zones",
+            "when replicating a volume across zones",
+        ),
+        ("the agent had to pick a base image for CI", "when pick a base image for CI"),
+        ("The agent was trying to shrink the image", "when trying to shrink the image"),
+        ("Going forward, whenever the queue backs up", "when the queue backs up"),
+        ("Next time, if the build cache is cold", "if the build cache is cold"),
     ],
 )
 def test_a_trigger_loses_its_frame_and_keeps_its_situation(framed, plain):

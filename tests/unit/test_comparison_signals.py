@@ -173,3 +173,18 @@ def test_a_hedged_rule_is_the_same_rule_as_its_plain_copy():
         "directive": "it is usually best to add a new archive file",
     }
     assert compare_rules(hedged, expected)["verdict"] == "match"
+
+
+def test_the_words_every_error_message_says_do_not_make_two_messages_one():
+    # "Error: … failed" is how messages are written, not which message it is.
+    assert other_message_quoted(
+        "when spack install fails with 'Error: concretization failed'",
+        "when 'Error: sha256 checksum failed' while fetching",
+    )
+    assert (
+        other_message_quoted(
+            "when it fails with 'Error: checksum failed'",
+            'when it fails with "error: the checksum failed"',
+        )
+        is None
+    )
