@@ -182,6 +182,10 @@ def rejected_alternative(expected: str, extracted: str, embedder: StaticEmbedder
     return None
 
 
+# Changed words, both sides together, from which a change is long (see `explained_share`).
+_LONG_CHANGE = 4
+
+
 def explained_share(expected: str, extracted: str) -> tuple[float, float, float]:
     """How the wording changed, as shares of all content words: (replaced by a related
     word or the same atoms, replaced by something unrelated, only added or only dropped).
@@ -201,8 +205,20 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
                 continue
         if not old or not new:
             one_sided += len(old | new)
-        elif related(old, new) or _compound(gone, came) or _same_atoms(gone, came, frozenset(old)):
+        elif _compound(gone, came) or _same_atoms(gone, came, frozenset(old)):
             explained += len(old | new)
+        elif related(old, new):
+            # One related pair explains a short change; in a long one each word must find
+            # its own ("status shows a worker as crashed" against "deploy fails with unknown
+            # identifier": "crashed" and "fails" excuse no other word of the clause).
+            if len(old | new) < _LONG_CHANGE:
+                explained += len(old | new)
+            else:
+                found = {a for a in old if related((a,), new)} | {
+                    b for b in new if related(old, (b,))
+                }
+                explained += len(found)
+                unexplained += len(old | new) - len(found)
         else:
             unexplained += len(old | new)
     return explained / total, unexplained / total, one_sided / total

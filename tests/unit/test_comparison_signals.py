@@ -188,3 +188,17 @@ def test_the_words_every_error_message_says_do_not_make_two_messages_one():
         )
         is None
     )
+
+
+def test_one_related_pair_does_not_explain_a_long_change():
+    from comparison.swaps import explained_share
+
+    # "crashed" and "fails" are related; the rest of the clause is another situation.
+    explained, unexplained, _ = explained_share(
+        "when zeekctl status shows a worker as crashed",
+        "when zeekctl deploy fails with unknown identifier in local.zeek",
+    )
+    assert unexplained > explained
+    # A short change is still explained by its one related pair.
+    explained, unexplained, _ = explained_share("remove the file", "delete the file")
+    assert explained > 0 and unexplained == 0
