@@ -100,6 +100,10 @@ _HEDGE_WORDS = frozenset(
     ]
 )
 _SHORTHAND_MARKS = ("w/", "b/c", "thru", "til", "asap", "approx", "&", "<", ">", "~", "→")
+# "non" joined to its word ("nonroot", "nonempty") is the hyphenated word ("non-root"): the
+# prefix kept apart, so the word after it is still read, and its negation with it. A word
+# of four letters or more follows ("none", "nonce" stay).
+_NON_JOINED = re.compile(r"\b(non)(?=[a-z]{4,}\b)", re.I)
 _WHEN_CUE = ("in situations", "in cases", "in the event")
 
 
@@ -111,6 +115,9 @@ def plain_style(text: str) -> str:
         for rx, replacement in _SHORTHAND:
             text = rx.sub(replacement, text)
         text = " ".join(text.split())
+        low = text.lower()
+    if "non" in low:
+        text = _NON_JOINED.sub(r"\1-", text)
         low = text.lower()
     if low.startswith(_WHEN_CUE):
         text = _WHEN.sub("when", text)

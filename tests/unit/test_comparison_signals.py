@@ -202,3 +202,18 @@ def test_one_related_pair_does_not_explain_a_long_change():
     # A short change is still explained by its one related pair.
     explained, unexplained, _ = explained_share("remove the file", "delete the file")
     assert explained > 0 and unexplained == 0
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("run it as a nonroot user", "run it as a non-root user"),
+        ("Nonempty values only", "Non-empty values only"),
+        ("keep the non-empty ones", "keep the non-empty ones"),
+        ("the nonce is none", "the nonce is none"),
+    ],
+)
+def test_non_joined_to_its_word_is_the_hyphenated_word(written, plain):
+    from comparison.style import plain_style
+
+    assert plain_style(written) == plain
