@@ -421,6 +421,7 @@ SPLITS |= {"blind_m", "blind_n", "blind_o", "blind_p", "blind_q", "blind_r"}
 SPLITS |= {"blind_t", "blind_u", "blind_v", "blind_w"}
 SPLITS |= {"blind_k", "blind_l", "blind_s", "blind_x", "blind_y", "blind_z"}
 SPLITS |= {"blind_aa", "blind_ab", "blind_ac", "blind_ad", "blind_ae", "blind_af"}
+SPLITS |= {"blind_ba", "blind_bb", "blind_bc", "blind_bd", "blind_be", "blind_bf"}
 
 
 def test_the_eval_set_is_large_varied_and_well_formed():
@@ -547,6 +548,7 @@ def test_the_last_blind_splits_and_any_held_out_one_are_over_domains_no_other_sp
     written = ("blind_g", "blind_h", "blind_m", "blind_n", "blind_o", "blind_p", "blind_q")
     written += ("blind_r", "blind_t", "blind_u", "blind_v", "blind_w")
     written += ("blind_k", "blind_l", "blind_s", "blind_x", "blind_y", "blind_z")
+    written += ("blind_aa", "blind_ab", "blind_ac", "blind_ad", "blind_ae", "blind_af")
     for split in (*written, *(s for s in HELD_OUT if s in present)):
         held = [r for r in rows if r["split"] == split]
         others = {r["domain"] for r in rows if r["split"] != split}
