@@ -432,8 +432,22 @@ def serialise(number: int, fields: dict, store, *, plain: bool = False) -> tuple
         return None, _size_errors(number, fields) + _cell_errors(number, fields, time_text)
     if _may_be_too_large(cells) and (too_large := _size_errors(number, fields)):
         return None, too_large
-    payload = b"".join((data, b"\t", digest.encode(), store.row_tail)) if store.copy_text else cells
-    return Row(number, fields["id"], payload, digest, trajectory_atoms(fields)), []
+    atoms = trajectory_atoms(fields)
+    if store.copy_text:
+        payload = b"".join((data, b"\t", digest.encode(), store.row_tail))
+        atoms = _atom_lines(cells[0], atoms)
+    else:
+        payload = cells
+    return Row(number, fields["id"], payload, digest, atoms), []
+
+
+def _atom_lines(tid: str, atoms: list[str]) -> bytes:
+    """A row's atoms as lines of COPY text for the atoms table, built here on the caller's
+    thread: the worker only joins them (`corpus_store._copy_atoms`)."""
+    if not atoms:
+        return b""
+    prefix = copy_escape(tid) + "\t"
+    return (prefix + ("\n" + prefix).join([copy_escape(a) for a in atoms]) + "\n").encode()
 
 
 def _validate_chunk(
