@@ -111,12 +111,13 @@ def _rules_of_written_cases(cursor, imported_at: str) -> list[str]:
 
 
 BLOCK = 200
-# How long a thread waiting for the interpreter lock lets the one holding it run on (Python's
-# default is 5 ms). The worker needs the lock back after every wait on the connection (each
-# statement's result, each flush of COPY data into a full socket) while the caller validates;
-# PostgreSQL has nothing to do until it gets it. At the default, those waits left the server
-# idle 0.3-0.5 s per 100,000 rows; see docs/ingest.md.
-SWITCH_INTERVAL = 0.0002
+# How long a thread waiting for the interpreter lock lets the one holding it run on while an
+# import runs (Python's default is 5 ms). The worker needs the lock back after every wait on
+# the connection (each statement's result, each flush of COPY data into a full socket) while
+# the caller validates, and PostgreSQL has nothing to do until it gets it: at 5 ms the server
+# waited for the client 0.26-0.56 s per 100,000 rows, at 1 ms 0.41-0.49 s, at 0.05 ms (with
+# the fewer waits of `write_unchecked`) 0.10-0.15 s; docs/ingest.md.
+SWITCH_INTERVAL = 0.00005
 
 
 def _parts(rows: list) -> Iterator[list]:
