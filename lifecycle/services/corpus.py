@@ -60,7 +60,6 @@ from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
 REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
-_REQUIRED_SET = frozenset(REQUIRED)
 # Lines a chunk holds: large enough that a chunk's statements cost little per line, small
 # enough that two chunks alive at once stay a few megabytes.
 CHUNK = 5_000
@@ -113,9 +112,7 @@ def _read(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError
     """`read_lines`, each line with whether it is plain: read by orjson, not by the strict
     reader (`serialise` may then write its cells by orjson too)."""
     for number, raw in enumerate(lines, start=1):
-        # `isspace` stops at a line's first character that is not a space; `strip` would copy
-        # every line to find it blank or not. Both know the same spaces.
-        if not raw or raw.isspace():
+        if not raw.strip():
             continue
         value = _decoded(raw) if raw.__class__ is bytes else _STRICT
         plain = value is not _STRICT
@@ -200,18 +197,7 @@ PARSED = (
 
 
 def _parsed_values(obj: dict) -> tuple[dict, list[tuple[str, str]]]:
-    """The fields that need parsing (metrics, atoms, time), and (field, message) errors. A line
-    without errors is parsed in one go; only a bad one goes through `PARSED` field by field,
-    so that every error of it is named."""
-    try:
-        return {
-            "metrics": parse_metrics(obj["metrics"]),
-            "signature": _atoms(obj["signature"], notices_only=False),
-            "notices": _atoms(obj.get("notices") or [], notices_only=True),
-            "started_at": _started_at(obj),
-        }, []
-    except (ValueError, atom_lib.BadAtom):
-        pass
+    """The fields that need parsing (metrics, atoms, time), and (field, message) errors."""
     values, wrong = {}, []
     for name, parse in PARSED:
         try:
@@ -232,10 +218,9 @@ def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineEr
     original = obj
     if not obj.get("signature"):
         obj = with_derived_signature(obj)
-    if not obj.keys() >= _REQUIRED_SET:
-        return None, [
-            LineError(number, name, "is required") for name in REQUIRED if name not in obj
-        ]
+    missing = [LineError(number, name, "is required") for name in REQUIRED if name not in obj]
+    if missing:
+        return None, missing
     values, wrong = _parsed_values(obj)
     if wrong or _shape_errors(obj):
         # A bad line is checked again in full, JSON sizes too, so every error of it is named.
@@ -295,32 +280,10 @@ _dumps = orjson.dumps
 _SORTED = orjson.OPT_SORT_KEYS
 
 
-def _plain_cells(fields: dict, time_text: Callable) -> tuple:
-    """`_cells` with the JSON written by orjson (compact, keys sorted), a few times faster than
-    `_json`, for the values of a line orjson read (`_read`); `_plain_text` says where its text
-    may be used. Written out: a function called per cell cost more than the encoding of the
-    small values. Steps, metrics, signature, notices and meta are never null here
-    (`parse_trajectory`)."""
-    dumps, sort = _dumps, _SORTED
-    started_at, outcome = fields["started_at"], fields["outcome"]
-    expected, replay_input = fields["expected_rule"], fields["replay_input"]
-    return (
-        fields["id"],
-        fields["kind"],
-        fields["task"],
-        dumps(fields["steps"], option=sort).decode(),
-        None if outcome is None else dumps(outcome, option=sort).decode(),
-        dumps(fields["metrics"], option=sort).decode(),
-        dumps(fields["signature"], option=sort).decode(),
-        dumps(fields["notices"], option=sort).decode(),
-        fields["session_id"],
-        None if started_at is None else time_text(started_at),
-        fields["corpus"],
-        None if expected is None else dumps(expected, option=sort).decode(),
-        fields["replayable"],
-        None if replay_input is None else dumps(replay_input, option=sort).decode(),
-        dumps(fields["meta"], option=sort).decode(),
-    )
+def _fast_json(value) -> str | None:
+    """`_json` by orjson, a few times faster, for the values of a line orjson read (`_read`);
+    `_plain_text` says where its text may be used."""
+    return None if value is None else _dumps(value, option=_SORTED).decode()
 
 
 def _cells(fields: dict, time_text: Callable, dump: Callable = _json) -> tuple:
@@ -364,13 +327,10 @@ SHORT_JSON = (
 )
 
 
-def _may_be_too_large(cells: tuple, text: str) -> bool:
+def _may_be_too_large(cells: tuple) -> bool:
     """Whether a JSON cell may be over its limit; only then is the line measured field by
-    field, so a good line's JSON is serialised once, for the write, not again for its size.
-    No cell is longer than the row's text, which is looked at first."""
-    return len(text) > SHORT_JSON and any(
-        cells[i] is not None and len(cells[i]) > SHORT_JSON for i in SIZED_CELLS
-    )
+    field, so a good line's JSON is serialised once, for the write, not again for its size."""
+    return any(cells[i] is not None and len(cells[i]) > SHORT_JSON for i in SIZED_CELLS)
 
 
 def _size_errors(number: int, fields: dict) -> list[LineError]:
@@ -432,12 +392,12 @@ _ORJSON_ONLY = ("e-", "0.0000")
 
 
 def _plain_text(fields: dict, time_text: Callable) -> tuple[tuple, str] | None:
-    """A line's cells and row text by `_plain_cells`, or None where the old encoder must write
+    """A line's cells and row text by `_fast_json`, or None where the old encoder must write
     them: a value orjson cannot write (a lone surrogate, an integer past 64 bits; the old
     encoder names what is wrong) or a text that may differ (`_ORJSON_ONLY`; a string that
     merely holds "e-" costs its line the old encoder, nothing else)."""
     try:
-        cells = _plain_cells(fields, time_text)
+        cells = _cells(fields, time_text, _fast_json)
     except orjson.JSONEncodeError:
         return None
     text = row_text(cells)
@@ -470,7 +430,7 @@ def serialise(number: int, fields: dict, store, *, plain: bool = False) -> tuple
         digest = hashlib.sha256(hashed).hexdigest()
     except (ValueError, UnicodeEncodeError):
         return None, _size_errors(number, fields) + _cell_errors(number, fields, time_text)
-    if _may_be_too_large(cells, text) and (too_large := _size_errors(number, fields)):
+    if _may_be_too_large(cells) and (too_large := _size_errors(number, fields)):
         return None, too_large
     atoms = trajectory_atoms(fields)
     if store.copy_text:

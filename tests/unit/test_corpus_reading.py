@@ -7,7 +7,6 @@ import json
 import math
 import random
 import struct
-from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -17,8 +16,8 @@ from lifecycle.jsonsafe import MAX_DEPTH, MAX_INT
 from lifecycle.services.corpus import (
     _atoms,
     _cells,
+    _fast_json,
     _json,
-    _plain_cells,
     _plain_text,
     _read,
     parse_trajectory,
@@ -128,27 +127,6 @@ def test_remembered_atom_lists_parse_as_parse_atoms_does(raw, notices_only):
 
 
 # --- a plain line's cells by orjson: the same text as the json module's encoder -------------
-
-
-def _fast_json(value) -> str | None:
-    """A value as `_plain_cells` writes it: by orjson, compact, keys sorted."""
-    return None if value is None else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-
-
-@pytest.mark.parametrize(
-    "override",
-    [
-        {},
-        {"outcome": None, "expected_rule": {"trigger": "t", "directive": "d"}},
-        {
-            "replay_input": {"b": [1, None], "a": "x"},
-            "started_at": datetime(2026, 11, 5, 13, tzinfo=UTC),
-        },
-    ],
-)
-def test_the_written_out_plain_cells_are_each_cell_by_orjson(override):
-    fields = {**GOOD_FIELDS, **override}
-    assert _plain_cells(fields, STORE.time_text) == _cells(fields, STORE.time_text, _fast_json)
 
 
 def test_every_code_point_is_written_as_the_old_encoder_writes_it():
