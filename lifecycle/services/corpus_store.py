@@ -120,6 +120,33 @@ BLOCK = 200
 SWITCH_INTERVAL = 0.00005
 
 
+class _QuickSwitch:
+    """The short switch interval while any import's worker runs, the process's own before and
+    after. Counted, not saved per import: two imports at once in a threaded server would
+    otherwise restore each other's setting and leave the short one behind."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = 0.0
+
+    def enter(self) -> None:
+        with self._lock:
+            if not self._users:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(SWITCH_INTERVAL)
+            self._users += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if not self._users:
+                sys.setswitchinterval(self._saved)
+
+
+_quick_switch = _QuickSwitch()
+
+
 def _parts(rows: list) -> Iterator[list]:
     for start in range(0, len(rows), BLOCK):
         yield rows[start : start + BLOCK]
@@ -159,8 +186,7 @@ class _PostgresStore:
         # What ends each row's line of COPY text after its hash (`corpus.serialise`).
         self.row_tail = f"\t{self._imported_at}\n".encode()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
-        self._switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL)
+        _quick_switch.enter()
         self._room = _Room(room)
         # Room taken by the caller since the last job, and room the running job still holds.
         self._taken = 0
@@ -367,7 +393,7 @@ class _PostgresStore:
         # Whatever happened, the worker is done with the connection before the caller's
         # transaction commits or rolls back.
         self._pool.shutdown(wait=True)
-        sys.setswitchinterval(self._switch_interval)
+        _quick_switch.leave()
         self._cursor.close()
 
 
