@@ -112,7 +112,9 @@ def _read(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError
     """`read_lines`, each line with whether it is plain: read by orjson, not by the strict
     reader (`serialise` may then write its cells by orjson too)."""
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        # Blank or not, without the copy of every line `strip` makes (0.3 µs of 18 a line):
+        # `isspace` knows the same spaces and stops at a line's first other character.
+        if not raw or raw.isspace():
             continue
         value = _decoded(raw) if raw.__class__ is bytes else _STRICT
         plain = value is not _STRICT
