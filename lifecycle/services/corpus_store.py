@@ -42,7 +42,8 @@ class Row:
     line of COPY text (its hash and time of import included, encoded) for a store that writes
     by COPY, else the cells themselves; `atoms` likewise its atoms' lines of COPY text for the
     atoms table, else the list of atoms. Not a tuple: a row sent drops its text in place
-    (`payload = None`), which a tuple could only do by being copied, a row at a time."""
+    (`payload = None`, `atoms = None`), which a tuple could only do by being copied, a row at a
+    time."""
 
     __slots__ = ("line", "id", "payload", "digest", "atoms")
 
@@ -378,9 +379,14 @@ class _PostgresStore:
                 self._give(min(len(part), self._held))
 
     def _copy_atoms(self, cursor, rows: list) -> None:
-        """The atoms' lines of COPY text, built as each row was validated, sent at once."""
+        """The atoms' lines of COPY text, built as each row was validated, sent a block at a
+        time and dropped once sent: joined a chunk at once, they took the traced peak of an import
+        beside other work from 1.67 to 1.80 chunks."""
         with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
-            copy.write(b"".join([r.atoms for r in rows]))
+            for part in _parts(rows):
+                copy.write(b"".join([r.atoms for r in part]))
+                for r in part:
+                    r.atoms = None
 
     def rules_of_written_cases(self) -> list[str]:
         return _rules_of_written_cases(self._cursor, self._imported_at)
