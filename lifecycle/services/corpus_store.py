@@ -265,9 +265,10 @@ class _PostgresStore:
 
         The rows go first, each block's text released from `rows` once sent, so the chunk
         shrinks while the next one is validated; what a check would still need (line, id,
-        hash) stays. Then the atoms. Three waits on the server a chunk (the savepoint, the end
-        of each COPY; the ids seen are one row a chunk, not a COPY of their own): the worker
-        needs the interpreter lock back after each, and PostgreSQL idles until it has it."""
+        hash) stays. Then the atoms. Five waits on the server a chunk, not eight (the savepoint,
+        the start and end of each COPY; the ids seen are one row a chunk, not a COPY of their
+        own): the worker needs the interpreter lock back after each, and PostgreSQL idles
+        until it has it."""
         with self._wrap:
             self._next_savepoint()
             try:
