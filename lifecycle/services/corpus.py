@@ -112,7 +112,9 @@ def _read(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, LineError
     """`read_lines`, each line with whether it is plain: read by orjson, not by the strict
     reader (`serialise` may then write its cells by orjson too)."""
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        # Blank or not, without the copy of every line `strip` makes (0.3 µs of 18 a line):
+        # `isspace` knows the same spaces and stops at a line's first other character.
+        if not raw or raw.isspace():
             continue
         value = _decoded(raw) if raw.__class__ is bytes else _STRICT
         plain = value is not _STRICT
@@ -432,8 +434,22 @@ def serialise(number: int, fields: dict, store, *, plain: bool = False) -> tuple
         return None, _size_errors(number, fields) + _cell_errors(number, fields, time_text)
     if _may_be_too_large(cells) and (too_large := _size_errors(number, fields)):
         return None, too_large
-    payload = b"".join((data, b"\t", digest.encode(), store.row_tail)) if store.copy_text else cells
-    return Row(number, fields["id"], payload, digest, trajectory_atoms(fields)), []
+    atoms = trajectory_atoms(fields)
+    if store.copy_text:
+        payload = b"".join((data, b"\t", digest.encode(), store.row_tail))
+        atoms = _atom_lines(cells[0], atoms)
+    else:
+        payload = cells
+    return Row(number, fields["id"], payload, digest, atoms), []
+
+
+def _atom_lines(tid: str, atoms: list[str]) -> bytes:
+    """A row's atoms as lines of COPY text for the atoms table, built here on the caller's
+    thread: the worker only joins them (`corpus_store._copy_atoms`)."""
+    if not atoms:
+        return b""
+    prefix = copy_escape(tid) + "\t"
+    return (prefix + ("\n" + prefix).join([copy_escape(a) for a in atoms]) + "\n").encode()
 
 
 def _validate_chunk(

@@ -4,8 +4,9 @@ below the ORM (a model instance per row costs more than the database's own write
 The store lives for one import, inside its transaction. It keeps a temporary table of the ids
 seen so far, so a repeated id is found by the database, not by a Python set as long as the
 file. Into a corpus empty at the start, chunks are written unchecked, under a savepoint each,
-until the first repeat meets the primary key or the first bad line (`write_unchecked`); only
-from then on is each chunk checked. On PostgreSQL a chunk's check and write (one statement,
+until the first repeat meets the primary key or the first bad line (`write_unchecked`); their
+ids are kept one row a chunk, and only if checking starts do they become the ids seen, from
+which each later chunk is checked. On PostgreSQL a chunk's check and write (one statement,
 then COPY) run as one job on a worker thread while the caller validates the next chunk:
 `submit` hands the job over, `wait` takes its outcome before the next job is handed over, so
 the one connection is never used by two threads at once. The caller `take`s room before each
@@ -15,6 +16,7 @@ either side goes. On SQLite the job runs on the caller's thread: SQLite works in
 so a thread would only share the same CPU.
 """
 
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,14 +31,19 @@ from django.utils import timezone
 from ..models import Rule, Trajectory, TrajectoryAtom
 
 SEEN = "corpus_import_seen"
+# Into an empty corpus, the ids of each chunk written unchecked, one row a chunk: what the ids
+# seen are filled from if checking starts (`check_from_now`).
+SEEN_CHUNKS = "corpus_import_seen_chunks"
 CHUNK_IDS = "corpus_import_chunk"
 
 
 class Row:
     """One validated corpus line, serialised: what the store writes. `payload` is the row's
     line of COPY text (its hash and time of import included, encoded) for a store that writes
-    by COPY, else the cells themselves. Not a tuple: a row sent drops its text in place
-    (`payload = None`), which a tuple could only do by being copied, a row at a time."""
+    by COPY, else the cells themselves; `atoms` likewise its atoms' lines of COPY text for the
+    atoms table, else the list of atoms. Not a tuple: a row sent drops its text in place
+    (`payload = None`, `atoms = None`), which a tuple could only do by being copied, a row at a
+    time."""
 
     __slots__ = ("line", "id", "payload", "digest", "atoms")
 
@@ -105,6 +112,40 @@ def _rules_of_written_cases(cursor, imported_at: str) -> list[str]:
 
 
 BLOCK = 200
+# How long a thread waiting for the interpreter lock lets the one holding it run on while an
+# import runs (Python's default is 5 ms). The worker needs the lock back after every wait on
+# the connection (each statement's result, each flush of COPY data into a full socket) while
+# the caller validates, and PostgreSQL has nothing to do until it gets it: at 5 ms the server
+# waited for the client 0.26-0.56 s per 100,000 rows, at 1 ms 0.41-0.49 s, at 0.05 ms (with
+# the fewer waits of `write_unchecked`) 0.10-0.15 s; docs/ingest.md.
+SWITCH_INTERVAL = 0.00005
+
+
+class _QuickSwitch:
+    """The short switch interval while any import's worker runs, the process's own before and
+    after. Counted, not saved per import: two imports at once in a threaded server would
+    otherwise restore each other's setting and leave the short one behind."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = 0.0
+
+    def enter(self) -> None:
+        with self._lock:
+            if not self._users:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(SWITCH_INTERVAL)
+            self._users += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if not self._users:
+                sys.setswitchinterval(self._saved)
+
+
+_quick_switch = _QuickSwitch()
 
 
 def _parts(rows: list) -> Iterator[list]:
@@ -146,11 +187,16 @@ class _PostgresStore:
         # What ends each row's line of COPY text after its hash (`corpus.serialise`).
         self.row_tail = f"\t{self._imported_at}\n".encode()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
+        _quick_switch.enter()
         self._room = _Room(room)
         # Room taken by the caller since the last job, and room the running job still holds.
         self._taken = 0
         self._held = 0
         self.unchecked = True
+        # The ids and lines of the chunk written last, as JSON, recorded as seen with the next
+        # savepoint (`_next_savepoint`); and whether any chunk was written unchecked.
+        self._written: list[str] | None = None
+        self._wrote_unchecked = False
         # The import's statements of setup are the worker's first job, run while the caller
         # validates the first chunk: PostgreSQL's first rows no longer wait for them too.
         self._pending: Future | None = self._pool.submit(self._begin)
@@ -165,6 +211,8 @@ class _PostgresStore:
         self._cursor.execute(
             f'CREATE TEMP TABLE {SEEN} (id varchar(128) COLLATE "C", line integer)'
         )
+        self._cursor.execute(f"DROP TABLE IF EXISTS {SEEN_CHUNKS}")
+        self._cursor.execute(f"CREATE TEMP TABLE {SEEN_CHUNKS} (ids json, lines json)")
         # Into an empty corpus nothing can be stored already, except by this import: the
         # lookup of stored hashes is skipped, and so is the check (`write_unchecked`).
         self._cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {TRAJECTORIES})")
@@ -173,40 +221,71 @@ class _PostgresStore:
             self.check_from_now()
 
     def check_from_now(self) -> None:
-        """Every later chunk is checked (`check`): the ids seen get their index. They are
-        unique: the ids the unchecked chunks wrote went through the trajectories' primary key."""
-        if self.unchecked:
-            self._cursor.execute(f"CREATE UNIQUE INDEX ON {SEEN} (id)")
-            self.unchecked = False
+        """Every later chunk is checked (`check`): the ids the unchecked chunks wrote become
+        the ids seen, with their index. They are unique: they went through the trajectories'
+        primary key."""
+        if not self.unchecked:
+            return
+        if self._wrote_unchecked:
+            self._record_written(self._cursor)
+            self._cursor.execute(
+                f"INSERT INTO {SEEN} (id, line) SELECT c.id, c.line::int FROM {SEEN_CHUNKS} w, "
+                "ROWS FROM (json_array_elements_text(w.ids), json_array_elements_text(w.lines)) "
+                "AS c (id, line)"
+            )
+        self._cursor.execute(f"CREATE UNIQUE INDEX ON {SEEN} (id)")
+        self.unchecked = False
+
+    def _record_written(self, cursor) -> None:
+        """The ids and lines of the chunk written last, one row into SEEN_CHUNKS."""
+        if self._written is not None:
+            cursor.execute(
+                f"INSERT INTO {SEEN_CHUNKS} (ids, lines) VALUES (%s::json, %s::json)",
+                self._written,
+            )
+            self._written = None
+
+    def _next_savepoint(self) -> None:
+        """The savepoint of the next chunk written unchecked, in one round trip: the chunk
+        written last has its ids recorded as seen and its savepoint released first. Its ids
+        are recorded outside its own savepoint, so a later chunk undone keeps them."""
+        with self._raw.pipeline(), self._raw.cursor() as cursor:
+            if self._wrote_unchecked:
+                self._record_written(cursor)
+                cursor.execute(f"RELEASE SAVEPOINT {CHUNK_IDS}")
+            cursor.execute(f"SAVEPOINT {CHUNK_IDS}")
 
     def write_unchecked(self, rows: list) -> bool:
-        """Write a chunk into a corpus that was empty, with no check before: its ids are
-        recorded as seen and its rows written, under a savepoint. An id an earlier chunk wrote
-        meets the trajectories' primary key; then the chunk is undone, the store turns to
-        checking every chunk from now on (`check`, which names the lines), and False is
-        returned. A chunk of a corpus empty at the start needs no other check: every earlier
-        row was written, so the primary key sees every id seen.
+        """Write a chunk into a corpus that was empty, with no check before: its rows written
+        under a savepoint, its ids kept to be recorded as seen (`_next_savepoint`). An id an
+        earlier chunk wrote meets the trajectories' primary key; then the chunk is undone, the
+        store turns to checking every chunk from now on (`check`, which names the lines), and
+        False is returned. A chunk of a corpus empty at the start needs no other check: every
+        earlier row was written, so the primary key sees every id seen.
 
         The rows go first, each block's text released from `rows` once sent, so the chunk
         shrinks while the next one is validated; what a check would still need (line, id,
-        hash) stays. Then the atoms and the ids seen."""
+        hash) stays. Then the atoms. Five waits on the server a chunk, not eight (the savepoint,
+        the start and end of each COPY; the ids seen are one row a chunk, not a COPY of their
+        own): the worker needs the interpreter lock back after each, and PostgreSQL idles
+        until it has it."""
         with self._wrap:
-            self._cursor.execute(f"SAVEPOINT {CHUNK_IDS}")
+            self._next_savepoint()
             try:
                 with self._raw.cursor() as cursor:
                     self._copy_trajectories(cursor, rows)
                     self._copy_atoms(cursor, rows)
-                    with cursor.copy(f"COPY {SEEN} (id, line) FROM STDIN") as copy:
-                        for part in _parts(rows):
-                            text = [f"{copy_escape(r.id)}\t{r.line}\n" for r in part]
-                            copy.write("".join(text).encode())
             except psycopg.errors.UniqueViolation as exc:
                 if exc.diag.table_name != TRAJECTORIES:
                     raise
                 self._cursor.execute(f"ROLLBACK TO SAVEPOINT {CHUNK_IDS}")
                 self.check_from_now()
                 return False
-            self._cursor.execute(f"RELEASE SAVEPOINT {CHUNK_IDS}")
+        self._written = [
+            orjson.dumps([r.id for r in rows]).decode(),
+            orjson.dumps([r.line for r in rows]).decode(),
+        ]
+        self._wrote_unchecked = True
         return True
 
     @staticmethod
@@ -301,22 +380,27 @@ class _PostgresStore:
                 self._give(min(len(part), self._held))
 
     def _copy_atoms(self, cursor, rows: list) -> None:
+        """The atoms' lines of COPY text, built as each row was validated, sent a block at a
+        time and dropped once sent: joined a chunk at once, they took the traced peak of an import
+        beside other work from 1.67 to 1.80 chunks."""
         with cursor.copy(f"COPY {ATOMS} (trajectory_id, atom) FROM STDIN") as copy:
             for part in _parts(rows):
-                text = [f"{copy_escape(r.id)}\t{copy_escape(a)}\n" for r in part for a in r.atoms]
-                copy.write("".join(text).encode())
+                copy.write(b"".join([r.atoms for r in part]))
+                for r in part:
+                    r.atoms = None
 
     def rules_of_written_cases(self) -> list[str]:
         return _rules_of_written_cases(self._cursor, self._imported_at)
 
     def finish(self) -> None:
         self.wait()
-        self._cursor.execute(f"DROP TABLE {SEEN}")
+        self._cursor.execute(f"DROP TABLE {SEEN}, {SEEN_CHUNKS}")
 
     def close(self) -> None:
         # Whatever happened, the worker is done with the connection before the caller's
         # transaction commits or rolls back.
         self._pool.shutdown(wait=True)
+        _quick_switch.leave()
         self._cursor.close()
 
 

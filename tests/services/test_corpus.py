@@ -4,6 +4,7 @@ import gc
 import importlib
 import io
 import json
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +17,7 @@ from lifecycle import limits
 from lifecycle.models import JournalEvent, Trajectory, TrajectoryAtom
 from lifecycle.services import corpus as corpus_service
 from lifecycle.services.corpus import import_corpus
+from lifecycle.services.corpus_store import SWITCH_INTERVAL, _QuickSwitch
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected
 
@@ -245,6 +247,42 @@ def test_repeats_found_by_the_primary_key_are_all_named_and_nothing_is_written(s
     ]
     assert not Trajectory.objects.exists()
     assert not TrajectoryAtom.objects.exists()
+
+
+def test_repeats_after_a_bad_line_name_lines_of_chunks_written_unchecked(small_chunks):
+    # Two chunks go in unchecked; the bad line stops the writes and checking starts from the
+    # ids those chunks wrote, so a later repeat still names the line it first appeared on.
+    lines = jsonl(
+        *(trajectory(f"F-{i:03d}") for i in range(6)),
+        trajectory("F-900", kind="x"),
+        trajectory("F-001"),
+        trajectory("F-004"),
+    )
+    with pytest.raises(ImportRejected) as exc:
+        import_corpus(lines)
+    assert [str(e) for e in exc.value.errors][1:] == [
+        "line 8, field 'id': 'F-001' already appears on line 2",
+        "line 9, field 'id': 'F-004' already appears on line 5",
+    ]
+    assert exc.value.errors[0].line == 7
+    assert not Trajectory.objects.exists()
+
+
+def test_an_import_leaves_the_switch_interval_as_it_found_it(small_chunks):
+    before = sys.getswitchinterval()
+    import_corpus(jsonl(*(trajectory(f"F-{i:03d}") for i in range(7))))
+    assert sys.getswitchinterval() == pytest.approx(before)
+
+
+def test_overlapping_imports_restore_the_switch_interval_once_both_end():
+    before = sys.getswitchinterval()
+    switch = _QuickSwitch()
+    switch.enter()
+    switch.enter()
+    switch.leave()
+    assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL)
+    switch.leave()
+    assert sys.getswitchinterval() == pytest.approx(before)
 
 
 def test_an_awkward_id_repeated_in_a_later_chunk_names_its_first_line(small_chunks):

@@ -71,6 +71,15 @@ def test_a_tricky_line_reads_as_the_strict_reader_reads_it(raw):
     assert same(read_lines(lines)) == same(read_jsonl(lines))
 
 
+@pytest.mark.parametrize(
+    "blank", [b"", b"\n", b" \t\r\n", b"\x0b\x0c\n", "", " \n", "\u2003\u00a0\n", "\u3000"]
+)
+def test_blank_lines_are_skipped_as_the_strict_reader_skips_them(blank):
+    raw = b'{"a": 1}' if isinstance(blank, bytes) else '{"a": 1}'
+    lines = [raw, blank, raw]
+    assert same(read_lines(lines)) == same(read_jsonl(lines))
+
+
 def test_random_numbers_read_as_the_strict_reader_reads_them():
     pick = random.Random(7)
     values = [
