@@ -1,8 +1,7 @@
-import re
-
 """The dashboard's frame, overview, rules table, rule detail, reviewer actions and charts
 page."""
 
+import re
 from datetime import timedelta
 
 import pytest
