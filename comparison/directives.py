@@ -157,6 +157,9 @@ def _detail_findings(expected: str, extracted: str) -> list[Finding]:
 @lru_cache(maxsize=8192)
 def _details(text: str, label: str) -> frozenset[str]:
     # Memoised: the expected rule's are read again for every candidate compared with it.
+    # A number needs a digit: one quick scan spares most texts the pattern.
+    if label == "numbers" and not _DIGIT.search(text):
+        return frozen(())
     return frozen(_DETAIL_PATTERNS[label].findall(text.lower()))
 
 
@@ -176,6 +179,7 @@ _DETAIL_PATTERNS = {
     "flags": re.compile(r"(?<![\w-])(--?[a-z][\w-]*)"),
 }
 
+_DIGIT = re.compile(r"\d")
 _SETTING = re.compile(r"([a-z_][\w.-]*)\s*[=:]\s*(true|false|yes|no|on|off)\b")
 _HAS_ASSIGNMENT = re.compile(r"[=:]")
 _TRUTH = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
