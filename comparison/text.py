@@ -27,7 +27,7 @@ class CaseBlind:
         self.lower_case = re.compile(pattern)
         # Cues are asked about the same texts again and again (both directions of a pair,
         # several findings, the expected text with every candidate): memoised.
-        self.holds = lru_cache(maxsize=16384)(self._holds)
+        self.holds = lru_cache(maxsize=32768)(self._holds)
 
     def _holds(self, text: str) -> bool:
         """Whether the pattern matches anywhere in `text`."""
@@ -115,7 +115,7 @@ def diff_runs(expected: str, extracted: str) -> tuple[tuple[str, str, str], ...]
     return tuple(runs)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def _norm_words(text: str) -> tuple[str, ...]:
     if text.isascii():
         # Lower-cased whole, then split: the same words as each lower-cased alone.
@@ -351,7 +351,7 @@ _SUFFIX = re.compile(r"(?:ations?|ing|ed|es|s|er|ers|ion|ions|ment|ments|ly)$")
 _DOUBLED = re.compile(r"([b-df-hj-np-rtv-z])\1$")
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def stem(word: str) -> str:
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"  # "advisories" is "advisory", "retries" is "retry"
@@ -361,7 +361,7 @@ def stem(word: str) -> str:
     return stemmed if len(stemmed) >= 3 else word
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def stems(text: str) -> frozenset[str]:
     return frozen(stem(w) for w in tokens(text) if w not in STOP)
 
@@ -558,7 +558,7 @@ def _british_to_american(match: re.Match) -> str:
     return american if word.islower() else _same_case(word, american)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def plain_spelling(text: str) -> str:
     """The text with spelling that changes no meaning made one: contractions spelt out,
     British spellings in American, a capital that only starts the sentence and the full stop

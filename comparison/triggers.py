@@ -106,7 +106,7 @@ def trigger_atoms(text: str) -> set[str]:
 
 # An expected rule is compared with every candidate extracted for it, and duplicate
 # detection compares the same candidates again and again: memoise the prose parsing.
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def atoms_of(text: str) -> frozenset[str]:
     atoms = {f"tool:{t}" for t in TOOL_LEXICON.found(text)}
     atoms |= _actions(text)
@@ -132,7 +132,7 @@ def atoms_of(text: str) -> frozenset[str]:
     return frozen(atoms)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def _known(word: str) -> bool:
     # The same identifiers come back in text after text.
     return bool(KNOWN_LEXICON.found(word))
