@@ -140,6 +140,23 @@ def evidence_many(
     signatures = signatures if signatures is not None else [None] * len(pairs)
     if len(signatures) != len(pairs):
         raise ValueError("signatures must have one entry per pair")
+    evidence: list[Evidence] = []
+    for start in range(0, len(pairs), _CHUNK):
+        end = start + _CHUNK
+        evidence += _evidence_chunk(pairs[start:end], signatures[start:end], embedder)
+    return evidence
+
+
+# Pairs read together, stage by stage (spelling, then the embedding of all their texts,
+# then the features). Each stage asks again for what the one before memoised per text or
+# per pair (the residual words, tokens, atoms); a whole batch of a few thousand unseen
+# pairs pushed those out of the memo tables before the next stage came back for them.
+_CHUNK = 256
+
+
+def _evidence_chunk(
+    pairs: list[tuple[dict, dict]], signatures: list[list[str] | None], embedder
+) -> list[Evidence]:
     sides = [
         (_canonical_rule(expected), _canonical_rule(extracted)) for extracted, expected in pairs
     ]

@@ -63,7 +63,7 @@ def directive_stances(text: str) -> set[str]:
     return set(stances_of(text))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def stances_of(text: str) -> frozenset[str]:
     """A stance taken anywhere outside a negation is taken ("truncate it rather than
     removing it" destroys); one only ever negated reads `no_<stance>`; a text may hold
@@ -154,18 +154,21 @@ def _detail_findings(expected: str, extracted: str) -> list[Finding]:
     return found
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def _details(text: str, label: str) -> frozenset[str]:
     # Memoised: the expected rule's are read again for every candidate compared with it.
+    # A number needs a digit: one quick scan spares most texts the pattern.
+    if label == "numbers" and not _DIGIT.search(text):
+        return frozen(())
     return frozen(_DETAIL_PATTERNS[label].findall(text.lower()))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def _tools_named(text: str) -> frozenset[str]:
     return frozen(TOOL_LEXICON.found(text))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def verb_classes(text: str) -> frozenset[str]:
     return frozen(VERB_LEXICON.found(text))
 
@@ -176,6 +179,7 @@ _DETAIL_PATTERNS = {
     "flags": re.compile(r"(?<![\w-])(--?[a-z][\w-]*)"),
 }
 
+_DIGIT = re.compile(r"\d")
 _SETTING = re.compile(r"([a-z_][\w.-]*)\s*[=:]\s*(true|false|yes|no|on|off)\b")
 _HAS_ASSIGNMENT = re.compile(r"[=:]")
 _TRUTH = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
@@ -252,7 +256,7 @@ def forbidden_done(expected: str, extracted: str) -> str | None:
 
 
 # Both memoised per text: the expected rule's are read again for every candidate.
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def _forbidden_acts(text: str) -> tuple[tuple[str, ...], ...]:
     """The acts a rule forbids, in order: the stems of the first two content words after
     each negation that has any."""
@@ -264,7 +268,7 @@ def _forbidden_acts(text: str) -> tuple[tuple[str, ...], ...]:
     return tuple(acts)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def _done_outside_negations(text: str) -> frozenset[str]:
     return stems(_NEGATED_PHRASE.any_case.sub(" ", text.lower()))
 
@@ -322,7 +326,7 @@ def _without_rejected(low: str) -> str:
     return _REJECTED_CLAUSE.sub("", low)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def steps(text: str) -> tuple[str, ...]:
     """The acts of a directive in the order it wants them done, each read as the stem of
     its step's first content word: "verify the signature before processing the event" and

@@ -346,7 +346,7 @@ def _order_discordance(exp: str, ext: str) -> float:
     return kept * discordant / (n * (n - 1) // 2)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def _first_positions(text: str) -> dict[str, int]:
     # Memoised (the expected text's are asked for with every candidate); read only. By
     # stem: a word made plural in one place ("the build" -> "the builds") is the same

@@ -38,7 +38,7 @@ def _is_name(token: str) -> bool:
     )
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def literals(text: str) -> frozenset[str]:
     """The literal names in a text, lower-cased."""
     found = set()
@@ -58,7 +58,7 @@ def literals(text: str) -> frozenset[str]:
 _UNQUOTE = str.maketrans({"'": " ", '"': " ", "`": " "})
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def _plain(text: str) -> str:
     return " " + " ".join(text.lower().translate(_UNQUOTE).split()) + " "
 

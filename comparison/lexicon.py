@@ -536,7 +536,7 @@ _EQUIVALENT_LOW = [re.compile(p) for p, _ in EQUIVALENTS]
 _EQUIVALENT_FILTER = Prefilter([required(p, ignore_case=True) for p, _ in EQUIVALENTS])
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def canonical(text: str) -> str:
     """The text with every equivalence rewritten to its one spelling."""
     if not text.isascii():
@@ -695,7 +695,7 @@ for _a, _b in _ANTONYM_SET:
     _ANTONYMS_OF.setdefault(_a, set()).add(_b)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def opposites_of(word: str) -> frozenset[str]:
     """Every word `opposite(word, w)` holds for, so that a word is tested against a set
     of words with one intersection rather than one call a pair."""

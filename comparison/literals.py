@@ -63,6 +63,7 @@ class Prefilter:
         self.always_sorted = sorted(self.always)
         self.needs = list(needs)
         self.credited: dict[str, frozenset[int]] = {}
+        self.crediting: frozenset[str] = frozenset()
         self.version = -1
         _SHARED.add({s for need in needs if need for s in need})
 
@@ -75,10 +76,9 @@ class Prefilter:
             return list(self.always_sorted)
         hit = set(self.always)
         credited = self.credited
-        for s in found:
-            own = credited.get(s)
-            if own:
-                hit |= own
+        # One set intersection in C keeps the few strings found that credit a pattern.
+        for s in found & self.crediting:
+            hit |= credited[s]
         return sorted(hit)
 
     def _credit(self) -> None:
@@ -93,6 +93,7 @@ class Prefilter:
             if own:
                 credited[s] = own
         self.credited = credited
+        self.crediting = frozenset(credited)
         self.version = version
 
 

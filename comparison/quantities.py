@@ -91,7 +91,7 @@ _AMOUNT_STARTS = (*"0123456789", *_WORDS)
 _STATUS_WORDS = {"server error": "5", "client error": "4"}
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def quantities(text: str) -> frozenset[tuple[str, float]]:
     """(dimension, value) of every plainly stated amount; a bare number is a "count"."""
     low = text.lower()
@@ -129,7 +129,7 @@ def quantity_agreement(expected: str, extracted: str) -> float:
     return 0.5 if same else -1.0
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def status_classes(text: str) -> frozenset[str]:
     low = text.lower()
     # A cheap test first: the pattern tries every position and needs a 4 or a 5.

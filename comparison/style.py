@@ -107,7 +107,7 @@ _NON_JOINED = re.compile(r"\b(non)(?=[a-z]{4,}\b)", re.I)
 _WHEN_CUE = ("in situations", "in cases", "in the event")
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def plain_style(text: str) -> str:
     """The text with shorthand spelt out and hedges dropped; what it says is kept."""
     low = text.lower()

@@ -148,7 +148,8 @@ def _related(old: frozenset[str], new: frozenset[str]) -> bool:
         return True
     if {SYNONYM_OF.get(w) for w in old} & {SYNONYM_OF.get(w) for w in new} - {None}:
         return True
-    if verb_classes(" ".join(sorted(old))) & verb_classes(" ".join(sorted(new))):
+    acts = verb_classes(" ".join(sorted(old)))
+    if acts and acts & verb_classes(" ".join(sorted(new))):
         return True
     stems_old, stems_new = {stem(w) for w in old}, {stem(w) for w in new}
     return any(same_stem(a, b) for a in stems_old for b in stems_new)

@@ -27,7 +27,7 @@ class CaseBlind:
         self.lower_case = re.compile(pattern)
         # Cues are asked about the same texts again and again (both directions of a pair,
         # several findings, the expected text with every candidate): memoised.
-        self.holds = lru_cache(maxsize=16384)(self._holds)
+        self.holds = lru_cache(maxsize=32768)(self._holds)
 
     def _holds(self, text: str) -> bool:
         """Whether the pattern matches anywhere in `text`."""
@@ -115,8 +115,11 @@ def diff_runs(expected: str, extracted: str) -> tuple[tuple[str, str, str], ...]
     return tuple(runs)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def _norm_words(text: str) -> tuple[str, ...]:
+    if text.isascii():
+        # Lower-cased whole, then split: the same words as each lower-cased alone.
+        return tuple([w.strip(".,;:!?\"'()[]") for w in text.lower().split()])
     return tuple(w.lower().strip(".,;:!?\"'()[]") for w in text.split())
 
 
@@ -124,15 +127,20 @@ def matching_blocks(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[int, i
     """`difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks()`, the same
     blocks without the class around it (rule texts are a few dozen words, and its set-up
     cost more than the matching): the longest common run of words, then the same on each
-    side of it; ties go to the earliest in `a`, then in `b`."""
+    side of it; ties go to the earliest in `a`, then in `b`. Where each word of `a` comes
+    in `b` is looked up once, not in every range the search narrows to."""
+    if a == b:
+        # Near copies are common: one block, the search would find it first.
+        return [(0, 0, len(a)), (len(a), len(b), 0)] if a else [(0, 0, 0)]
     b2j: dict[str, list[int]] = {}
     for j, w in enumerate(b):
         b2j.setdefault(w, []).append(j)
+    where = [b2j.get(w, ()) for w in a]
     blocks = []
     queue = [(0, len(a), 0, len(b))]
     while queue:
         alo, ahi, blo, bhi = queue.pop()
-        i, j, k = _longest_match(a, b2j, alo, ahi, blo, bhi)
+        i, j, k = _longest_match(where, alo, ahi, blo, bhi)
         if k:
             blocks.append((i, j, k))
             if alo < i and blo < j:
@@ -155,12 +163,19 @@ def matching_blocks(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[int, i
     return merged
 
 
-def _longest_match(a, b2j, alo, ahi, blo, bhi) -> tuple[int, int, int]:
+def _longest_match(where, alo, ahi, blo, bhi) -> tuple[int, int, int]:
+    """`where[i]`: the places in `b` of the word at `i` in `a`, in order."""
     besti, bestj, bestsize = alo, blo, 0
     j2len: dict[int, int] = {}
     for i in range(alo, ahi):
+        js = where[i]
+        if not js:
+            # A word `b` lacks ends every run.
+            if j2len:
+                j2len = {}
+            continue
         grown = {}
-        for j in b2j.get(a[i], ()):
+        for j in js:
             if j < blo:
                 continue
             if j >= bhi:
@@ -336,7 +351,7 @@ _SUFFIX = re.compile(r"(?:ations?|ing|ed|es|s|er|ers|ion|ions|ment|ments|ly)$")
 _DOUBLED = re.compile(r"([b-df-hj-np-rtv-z])\1$")
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def stem(word: str) -> str:
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"  # "advisories" is "advisory", "retries" is "retry"
@@ -346,7 +361,7 @@ def stem(word: str) -> str:
     return stemmed if len(stemmed) >= 3 else word
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def stems(text: str) -> frozenset[str]:
     return frozen(stem(w) for w in tokens(text) if w not in STOP)
 
@@ -543,7 +558,7 @@ def _british_to_american(match: re.Match) -> str:
     return american if word.islower() else _same_case(word, american)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=32768)
 def plain_spelling(text: str) -> str:
     """The text with spelling that changes no meaning made one: contractions spelt out,
     British spellings in American, a capital that only starts the sentence and the full stop

@@ -106,7 +106,7 @@ def trigger_atoms(text: str) -> set[str]:
 
 # An expected rule is compared with every candidate extracted for it, and duplicate
 # detection compares the same candidates again and again: memoise the prose parsing.
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def atoms_of(text: str) -> frozenset[str]:
     atoms = {f"tool:{t}" for t in TOOL_LEXICON.found(text)}
     atoms |= _actions(text)
@@ -132,7 +132,7 @@ def atoms_of(text: str) -> frozenset[str]:
     return frozen(atoms)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def _known(word: str) -> bool:
     # The same identifiers come back in text after text.
     return bool(KNOWN_LEXICON.found(word))
@@ -157,14 +157,34 @@ def _actions(text: str) -> set[str]:
     # about; verbs after it ("…because local edits would be lost") describe it.
     low = text.lower()
     cut = _TRIGGER_CONDITION.search(low)
-    verbs = _first_verbs(low[: cut.end()] if cut else low) or _first_verbs(low)
+    if not cut:
+        return {f"action:{v}" for v in _first_verbs(low, low)}
+    verbs = _first_verbs(low[: cut.end()], low) or _first_verbs(low, low)
     return {f"action:{v}" for v in verbs}
 
 
-def _first_verbs(low: str) -> list[str]:
-    hits = sorted(
-        (m.start(), v) for v in ACTION_LEXICON.found(low) for m in [COMPILED_ACTIONS[v].search(low)]
-    )
+def _first_verbs(low: str, whole: str) -> list[str]:
+    """The first two actions named in `low`, a lower-cased start of `whole`.
+
+    The patterns tried are those the prefilter gives for `whole`: every string a start
+    holds is found in the whole text, inside the longest string found where it starts, so
+    they include those it gives for `low`, and a start is not scanned again. Each pattern
+    is searched once, its first match giving both the verb and its place."""
+    if not low.isascii():
+        hits = sorted(
+            (m.start(), v)
+            for v in ACTION_LEXICON.found(low)
+            for m in [COMPILED_ACTIONS[v].search(low)]
+        )
+        return [v for _, v in hits[:2]]
+    members = ACTION_LEXICON.members
+    hits = []
+    for i in ACTION_LEXICON.prefilter.candidates(whole):
+        name, rx, _ = members[i]
+        m = rx.search(low)
+        if m:
+            hits.append((m.start(), name))
+    hits.sort()
     return [v for _, v in hits[:2]]
 
 
