@@ -132,3 +132,11 @@ def test_the_shapes_of_one_preference_read_alike():
         "never bump the pool size, but close the leaked connections",
     ]
     assert len({plain_order(s).replace("bumping", "bump") for s in shapes}) == 1
+
+
+def test_the_first_connective_decides():
+    # "until" first splits "don't merge" from "CI is green"; a later "until" is not tried.
+    assert (
+        plain_order("don't merge until CI is green until friday")
+        == "CI is green until friday before merge"
+    )
