@@ -187,7 +187,6 @@ class _PostgresStore:
         # What ends each row's line of COPY text after its hash (`corpus.serialise`).
         self.row_tail = f"\t{self._imported_at}\n".encode()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="corpus-import")
-        _quick_switch.enter()
         self._room = _Room(room)
         # Room taken by the caller since the last job, and room the running job still holds.
         self._taken = 0
@@ -198,7 +197,10 @@ class _PostgresStore:
         self._written: list[str] | None = None
         self._wrote_unchecked = False
         # The import's statements of setup are the worker's first job, run while the caller
-        # validates the first chunk: PostgreSQL's first rows no longer wait for them too.
+        # validates the first chunk: PostgreSQL's first rows no longer wait for them too. The
+        # short switch interval is taken last, when nothing before `close` (which gives it
+        # back) can fail.
+        _quick_switch.enter()
         self._pending: Future | None = self._pool.submit(self._begin)
 
     def _begin(self) -> None:
