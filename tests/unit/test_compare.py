@@ -422,6 +422,7 @@ SPLITS |= {"blind_t", "blind_u", "blind_v", "blind_w"}
 SPLITS |= {"blind_k", "blind_l", "blind_s", "blind_x", "blind_y", "blind_z"}
 SPLITS |= {"blind_aa", "blind_ab", "blind_ac", "blind_ad", "blind_ae", "blind_af"}
 SPLITS |= {"blind_ba", "blind_bb", "blind_bc", "blind_bd", "blind_be", "blind_bf"}
+SPLITS |= {"blind_ca", "blind_cb", "blind_cc", "blind_cd", "blind_ce", "blind_cf"}
 
 
 def test_the_eval_set_is_large_varied_and_well_formed():
