@@ -59,9 +59,11 @@ _LEADING_REFUSED = re.compile(
     rf"^(?:rather\s+than|instead\s+of|in\s+place\s+of)\s+{_CONDITION}\s*,\s*{_CLAUSE}{_END}",
     re.I,
 )
-# "don't X; Y", "never X, but Y", "do not X; instead Y" → "Y instead of X".
+# "don't X; Y", "don't X - Y", "never X, but Y", "do not X; instead Y" → "Y instead of X"
+# (two sentences stay two: "Don't X. Y instead.").
 _REFUSED_FIRST = re.compile(
-    rf"^{_NEGATED}\s+(?>{_CLAUSE}\s*(?:;|,\s*(?=but\b|instead\b|rather\b)))\s*"
+    rf"^{_NEGATED}\s+(?>{_CLAUSE}\s*(?:;|\s[-\u2013\u2014]\s|"
+    rf",\s*(?=but\b|instead\b|rather\b)))\s*"
     rf"(?:but\s+|instead\s*,?\s+|rather\s*,?\s+)?"
     rf"(?:(?:it|you|they|the\s+agent|we)\s+(?:should|must|need\s+to)\s+(?:instead\s+)?)?"
     rf"{_CLAUSE}(?:\s+instead)?{_END}",

@@ -227,8 +227,11 @@ def preference_swapped(expected: str, extracted: str) -> str | None:
     return None
 
 
+# A "not" after a comma, a dash or "but" refuses what follows ("decode it as cp1252, not UTF-8";
+# "map on the code, but not on the name"); a "not" elsewhere may negate anything.
 _NEGATED_PHRASE = CaseBlind(
-    r"\b(?:never|don'?t|do not|avoid|without|no longer|instead of|rather than)\s+([^;,.:!?]+)"
+    r"(?:\b(?:never|don'?t|do not|avoid|without|no longer|instead of|rather than)|"
+    r"(?:[,;:\u2013\u2014]|\s-|\bbut)\s+not)\s+([^;,.:!?]+)"
 )
 
 

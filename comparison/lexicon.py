@@ -573,7 +573,7 @@ SYNONYMS: list[frozenset[str]] = [
         "fast quick quickly rapid",
         "new fresh newer",
         "old stale outdated previous",
-        "failure failures fault faults",
+        "failure failures fault faults error errors",
         "fail fails failed failing throw throws threw raise raises raised error errors errored "
         "crash crashes crashed break breaks broke hit hits encounter encounters encountered",
         "emit emits print prints output outputs log logs",
@@ -594,6 +594,11 @@ SYNONYMS: list[frozenset[str]] = [
         "wrong incorrect invalid bad",
         "missing absent lacking",
         "slow slowly sluggish",
+        "beyond past exceeding",
+        "reduce reduces lower lowers decrease decreases cut cuts shrink shrinks trim trims",
+        "pass passes supply supplies provide provides",
+        "return returns give gives",
+        "below beneath",
         "whole entire full complete",
         "every each all",
         "commit commits check-in",
@@ -609,7 +614,12 @@ SYNONYMS: list[frozenset[str]] = [
         "id ids identifier identifiers",
     )
 ]
-SYNONYM_OF: dict[str, int] = {word: n for n, group in enumerate(SYNONYMS) for word in group}
+# A word may stand in more than one group ("print" emits and shows, "error" is a failure
+# and what fails): each of its groups counts.
+SYNONYM_OF: dict[str, frozenset[int]] = {}
+for _n, _group in enumerate(SYNONYMS):
+    for _word in _group:
+        SYNONYM_OF[_word] = SYNONYM_OF.get(_word, frozenset()) | {_n}
 
 
 # Words of opposite meaning: one replaced by the other turns a rule around ("a documented

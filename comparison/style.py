@@ -99,6 +99,77 @@ _HEDGE_WORDS = frozenset(
         "standard",
     ]
 )
+# What follows a comparison word when it compares an amount: a number in digits or words,
+# a span ("an hour"), or a limit named as such.
+_AMOUNT = (
+    r"(?= (?:-|\$|[-+]?\d|(?:about |around |roughly |nearly )?(?:one|two|three|four|five|six|"
+    r"seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty|hundred|"
+    r"half|a (?:few|couple)|an? (?:hour|minute|second|day|week|month|year|dozen|hundred|"
+    r"thousand|million|billion))\b|(?:about|around|roughly|nearly) |the (?:limit|threshold|"
+    r"tolerance|quota|maximum|cap|budget)\b))"
+)
+# Phrases that say what a shorter word says, in its words: "prior to" is "before",
+# "beforehand" is "first", "over 5 GB" is "more than 5 GB" (a comparison word read only
+# before a number: "over HTTP", "under load" stay), "errors out" is "fails".
+_PHRASES = [
+    (re.compile(r"\b(?:prior to|ahead of)\b", re.I), "before"),
+    (re.compile(r"\b(?:beforehand|in advance)\b", re.I), "first"),
+    (
+        re.compile(
+            r"\b(?:over|above|exceeding|greater than|higher than|in excess of|upwards of)"
+            + _AMOUNT,
+            re.I,
+        ),
+        "more than",
+    ),
+    (re.compile(r"\b(?:under|below|fewer than|lower than)" + _AMOUNT, re.I), "less than"),
+    (re.compile(r"\berror(s|ed|ing)? out\b", re.I), "fail\\1"),
+    (re.compile(r"\b(?:does not work|stops working)\b", re.I), "fails"),
+    (re.compile(r"\b(?:do not work|stop working)\b", re.I), "fail"),
+    (re.compile(r"\b(?:did not work|stopped working)\b", re.I), "failed"),
+    (re.compile(r"\bget(?:ting)? rid of\b", re.I), "remove"),
+    (
+        re.compile(r"\b(?:take|have) a (?:quick |close )?look at\b|\blook(?: closely)? at\b", re.I),
+        "inspect",
+    ),
+    (re.compile(r"^switch(?: over)? to\b", re.I), "use"),
+    # "following a failover" is "after a failover"; "the following steps", "when following
+    # the guide", "by following it" are another word.
+    (
+        re.compile(
+            r"(?<!\bthe )(?<!\bby )(?<!\bof )(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwhen )"
+            r"(?<!\bwhile )(?<!\bkeep )(?<!\btry )(?<!\bstart )(?<!\bstop )(?<!\bavoid )"
+            r"(?<!\bnot )(?<!\bfrom )\bfollowing(?= (?:\d|(?:a|an|the|each|every|any|its|their|"
+            r"this|that|another|several|some|[a-z]+ing)\b))",
+            re.I,
+        ),
+        "after",
+    ),
+]
+# A word each of those phrases holds (after lower-casing).
+_PHRASE_CUES = (
+    "prior",
+    "ahead",
+    "beforehand",
+    "advance",
+    "over",
+    "above",
+    "exceed",
+    "greater",
+    "higher",
+    "excess",
+    "upwards",
+    "under",
+    "below",
+    "fewer",
+    "lower",
+    "error",
+    "following",
+    "work",
+    "rid",
+    "look",
+    "switch",
+)
 _SHORTHAND_MARKS = ("w/", "b/c", "thru", "til", "asap", "approx", "&", "<", ">", "~", "→")
 # "non" joined to its word ("nonroot", "nonempty") is the hyphenated word ("non-root"): the
 # prefix kept apart, so the word after it is still read, and its negation with it. A word
@@ -115,6 +186,10 @@ def plain_style(text: str) -> str:
         for rx, replacement in _SHORTHAND:
             text = rx.sub(replacement, text)
         text = " ".join(text.split())
+        low = text.lower()
+    if any(cue in low for cue in _PHRASE_CUES):
+        for rx, replacement in _PHRASES:
+            text = rx.sub(replacement, text)
         low = text.lower()
     if "non" in low:
         text = _NON_JOINED.sub(r"\1-", text)

@@ -34,6 +34,10 @@ _SWAP_SYNONYM_COS = 0.8
 _REJECTED_MARGIN = 0.05
 
 
+# Words that only mark what a rule refuses ("but" of "but not").
+_REFUSALS = frozenset({"instead", "rather", "not", "never", "no", "avoid", "without", "but"})
+
+
 def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) -> str | None:
     """A text kept nearly word for word with one key term swapped for an unrelated one.
 
@@ -54,6 +58,9 @@ def key_term_swapped(expected: str, extracted: str, embedder: StaticEmbedder) ->
         # A compound term is judged by the part that changed: "--ask-become-pass" against
         # "--ask-vault-pass" is "become" against "vault", not two flags that share "ask".
         old, new = _uninflected(old - new, new - old)
+        if old | new <= _REFUSALS:
+            # "rather than X" for ", not X": one refusal for another.
+            continue
         # The cheap tests first: the atoms of both runs are read only when they decide.
         if not old or not new or related(old, new) or _compound(gone, came):
             continue
@@ -146,13 +153,43 @@ def _related(old: frozenset[str], new: frozenset[str]) -> bool:
         return True
     if old <= PRONOUNS or new <= PRONOUNS:
         return True
-    if {SYNONYM_OF.get(w) for w in old} & {SYNONYM_OF.get(w) for w in new} - {None}:
+    if _synonym_groups(old) & _synonym_groups(new):
+        return True
+    if _initials(old, new) or _initials(new, old):
         return True
     acts = verb_classes(" ".join(sorted(old)))
     if acts and acts & verb_classes(" ".join(sorted(new))):
         return True
     stems_old, stems_new = {stem(w) for w in old}, {stem(w) for w in new}
     return any(same_stem(a, b) for a in stems_old for b in stems_new)
+
+
+def _synonym_groups(words: frozenset[str]) -> set[int]:
+    # The lexicon's groups of plain synonyms, a word found in any inflection ("deleted"
+    # in "delete deletes", "removing" in "remove removes").
+    found: set[int] = set()
+    for w in words:
+        found |= SYNONYM_OF.get(w, _NO_GROUP)
+        for lemma in lemmas(w):
+            found |= SYNONYM_OF.get(lemma, _NO_GROUP)
+    return found
+
+
+_NO_GROUP: frozenset[int] = frozenset()
+
+
+def _initials(short: frozenset[str], long: frozenset[str]) -> bool:
+    """One word that spells the initials of the other side's content words: "DIN" for
+    "donation identification number", "RCA" for "root cause analysis" (order aside: the
+    words come as a set)."""
+    if len(short) != 1:
+        return False
+    (word,) = short
+    if not 2 <= len(word) <= 6 or not word.isalpha():
+        return False
+    # A possessive's "s" is no word.
+    words = [w for w in long if len(w) > 1]
+    return len(words) == len(word) and sorted(word) == sorted(w[0] for w in words)
 
 
 _AVOID_CUE = CaseBlind(
@@ -206,7 +243,13 @@ def explained_share(expected: str, extracted: str) -> tuple[float, float, float]
                 continue
         if not old or not new:
             one_sided += len(old | new)
-        elif _compound(gone, came) or _same_atoms(gone, came, frozenset(old)):
+        elif (
+            old | new <= _REFUSALS
+            or _compound(gone, came)
+            or _initials(old, new)
+            or _initials(new, old)
+            or _same_atoms(gone, came, frozenset(old))
+        ):
             explained += len(old | new)
         elif related(old, new):
             # One related pair explains a short change; in a long one each word must find

@@ -558,6 +558,10 @@ def _british_to_american(match: re.Match) -> str:
     return american if word.islower() else _same_case(word, american)
 
 
+# The comma between digit groups of a number: "5,000", "1,048,576" (not "1,2" or "3, 4").
+_DIGIT_GROUP = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,]*\d)")
+
+
 @lru_cache(maxsize=32768)
 def plain_spelling(text: str) -> str:
     """The text with spelling that changes no meaning made one: contractions spelt out,
@@ -576,6 +580,9 @@ def plain_spelling(text: str) -> str:
         text = _SPELLING.sub(lambda m: _same_case(m.group(1), _SPELLINGS[m.group(1).lower()]), text)
     if _holds_any(low, _BRITISH_CUES) and _BRITISH.search(low):
         text = _BRITISH_ANY_CASE.sub(_british_to_american, text)
+    if "," in text:
+        # "5,000" is 5000: a comma grouping the thousands is no change of number.
+        text = _DIGIT_GROUP.sub(lambda m: m.group(0).replace(",", ""), text)
     text = text.rstrip(".").rstrip()
     if len(text) > 1 and text[0].isupper() and text[1:2].islower():
         text = text[0].lower() + text[1:]

@@ -359,6 +359,12 @@ def other_message_quoted(expected: str, extracted: str) -> str | None:
     b = [x or y for x, y in _QUOTED.findall(extracted)]
     if not a or not b:
         return None
+    # What one side quotes and the other says unquoted is the same thing ("'unauthorized'"
+    # against "shows the device as unauthorized"; a command in backticks on one side only).
+    a = [q for q in a if not stems(q) <= stems(extracted)]
+    b = [q for q in b if not stems(q) <= stems(expected)]
+    if not a or not b:
+        return None
     # Words every error message says ("Error: X failed") do not make two messages one.
     sa, sb = stems(" ".join(a)) - _GENERIC_MESSAGE, stems(" ".join(b)) - _GENERIC_MESSAGE
     if sa and sb and overlap(sa, sb) < _QUOTED_MIN_OVERLAP:

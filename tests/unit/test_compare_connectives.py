@@ -140,3 +140,15 @@ def test_the_first_connective_decides():
         plain_order("don't merge until CI is green until friday")
         == "CI is green until friday before merge"
     )
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "don't use an offset past 10000 - sort by id instead",
+        "don't use an offset past 10000 \u2014 sort by id instead",
+        "don't use an offset past 10000; sort by id instead",
+    ],
+)
+def test_a_refusal_then_a_dash_or_a_full_stop_then_the_advice_is_one_shape(written):
+    assert plain_order(written) == "sort by id instead of use an offset past 10000"

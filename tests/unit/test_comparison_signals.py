@@ -217,3 +217,171 @@ def test_non_joined_to_its_word_is_the_hyphenated_word(written, plain):
     from comparison.style import plain_style
 
     assert plain_style(written) == plain
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("more than 5,000 records", "more than 5000 records"),
+        ("a 1,048,576-byte page", "a 1048576-byte page"),
+        ("costs 1,234.50 a month", "costs 1234.50 a month"),
+        # Not a number's thousands: a list, or a group of other length.
+        ("ids 1,2 and 3, 4", "ids 1,2 and 3, 4"),
+        ("values 10,000,5", "values 10,000,5"),
+    ],
+)
+def test_a_comma_grouping_thousands_is_no_change_of_number(written, plain):
+    from comparison.text import plain_spelling
+
+    assert plain_spelling(written) == plain
+
+
+def test_a_number_written_with_thousands_commas_is_the_same_number():
+    result = compare_rules(
+        {
+            "trigger": "If a FetchXML query can return more than 5,000 records",
+            "directive": "page through the results using the paging-cookie and page attributes",
+        },
+        {
+            "trigger": "when a FetchXML query can return more than 5000 records",
+            "directive": "page through the results with the paging-cookie and page attributes",
+        },
+    )
+    assert not result["conflicts"]
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        "map on GCN_SEQNO, not on the drug name text",
+        "map on GCN_SEQNO - not on the drug name text",
+        "map on GCN_SEQNO but not on the drug name text",
+    ],
+)
+def test_not_after_a_comma_a_dash_or_but_refuses_what_follows(refused):
+    from comparison.directives import forbidden_done
+
+    rather = "map on GCN_SEQNO rather than on the drug name text"
+    # One refusal for another: neither rule does what the other forbids.
+    assert forbidden_done(rather, refused) is None
+    assert explained_share(rather, refused)[1] == 0
+    # A rule that does the refused act is still caught.
+    assert forbidden_done("map on the drug name text", refused) is not None
+
+
+def test_a_not_elsewhere_refuses_nothing():
+    from comparison.directives import forbidden_done
+
+    # "do not" is a negation already; a bare "not" inside a clause negates no act.
+    assert forbidden_done("restart it if it is not healthy", "restart it") is None
+
+
+@pytest.mark.parametrize(
+    ("short", "long", "same"),
+    [
+        ("DIN", "donation identification number's", True),
+        ("RCA", "root cause analysis", True),
+        ("PR", "pull request", True),
+        ("DIN", "data in network", False),  # initials of other words
+        ("DNS", "domain name", False),  # one initial short
+    ],
+)
+def test_an_abbreviation_spelling_the_other_sides_initials_is_the_same_term(short, long, same):
+    from comparison.swaps import related
+    from comparison.text import content
+
+    assert related(content(short), content(long)) is same
+    assert related(content(long), content(short)) is same
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("removed", "deleted"),
+        ("deleting", "removes"),
+        ("verified", "confirming"),
+        # A word in two groups is in both: "error" fails and is a failure.
+        ("error", "failure"),
+        ("error", "crashed"),
+        ("passing", "supplies"),
+        ("cut", "reduced"),
+    ],
+)
+def test_the_lexicons_plain_synonyms_hold_in_any_inflection(a, b):
+    from comparison.swaps import related
+
+    assert related({a}, {b})
+
+
+def test_a_word_inflected_is_not_related_to_its_opposite():
+    from comparison.swaps import related
+
+    assert not related({"enabled"}, {"disabled"})
+    assert not related({"uploaded"}, {"downloaded"})
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        (
+            "stash the changes prior to switching branches",
+            "stash the changes before switching branches",
+        ),
+        ("take a BR backup beforehand", "take a BR backup first"),
+        ("when disk usage is above 90%", "when disk usage is more than 90%"),
+        ("when a job runs for over an hour", "when a job runs for more than an hour"),
+        ("keep it under 10 workers", "keep it less than 10 workers"),
+        ("when the build errors out", "when the build fails"),
+        ("when the pod crashes following a restart", "when the pod crashes after a restart"),
+        ("when the webhook does not work", "when the webhook fails"),
+        ("when the hooks stopped working", "when the hooks failed"),
+        ("get rid of the stale lock", "remove the stale lock"),
+        ("take a look at the logs", "inspect the logs"),
+        ("switch to the v2 API", "use the v2 API"),
+        ("switch the traffic to blue", "switch the traffic to blue"),
+        # The same words saying something else stay.
+        ("tunnel it over HTTP", "tunnel it over HTTP"),
+        ("when the node is under load", "when the node is under load"),
+        ("run the following steps", "run the following steps"),
+        ("when following the upgrade guide", "when following the upgrade guide"),
+    ],
+)
+def test_a_longer_phrase_for_a_plain_word_is_the_plain_word(written, plain):
+    assert plain_style(written) == plain
+
+
+@pytest.mark.parametrize(
+    ("expected", "extracted"),
+    [
+        (
+            "stash the changes before switching branches",
+            "stash the changes prior to switching branches",
+        ),
+        ("restart the worker after a failover", "restart the worker following a failover"),
+        (
+            "drop connections idle for more than 5 minutes",
+            "drop connections idle for over 5 minutes",
+        ),
+    ],
+)
+def test_a_rule_copied_with_a_phrase_for_a_word_is_the_same_rule(expected, extracted):
+    trigger = "when the nightly job is about to run"
+    result = compare_rules(
+        {"trigger": trigger, "directive": extracted}, {"trigger": trigger, "directive": expected}
+    )
+    assert result["verdict"] == "match", result["conflicts"]
+
+
+def test_what_one_side_quotes_and_the_other_says_unquoted_is_no_other_message():
+    assert (
+        other_message_quoted(
+            "when adb devices shows the device as 'unauthorized'",
+            "if `adb devices` lists the device as unauthorized",
+        )
+        is None
+    )
+    # Two messages, each quoted, still differ.
+    assert other_message_quoted(
+        "when the copy fails with 'permission denied' on 'backup.tar'",
+        "when the copy fails with 'disk quota exceeded' on 'backup.tar'",
+    )
