@@ -11,8 +11,8 @@ Prints, for each split of comparison/data/extraction_eval.jsonl:
   were never fitted on; those present are scored one by one and together.
 Then the verdicts by error category on the held-out splits, pairs per second through
 `compare_many` (cold: texts never seen; warm: the same texts again) in CPU time and in
-wall time, the install size of what the comparator needs at run time, and how loaded
-the machine was.
+wall time, in one process and over all the machine's cores (`workers`), the install size
+of what the comparator needs at run time, and how loaded the machine was.
 
     python bench/bench_extraction.py [--json]
 """
@@ -131,6 +131,15 @@ def throughput(pairs: list[tuple[dict, dict]]) -> dict:
         cpu = time.process_time()
         compare_many(new)
         both_cpu.append(len(pairs) / (time.process_time() - cpu))
+    # All of the machine's cores (`compare_many(workers=...)`, one forked process each): wall
+    # time, since the work is in the children; texts never seen by the parent or them.
+    workers = os.cpu_count() or 1
+    parallel = []
+    for n in range(3 if workers > 1 else 0):
+        fresh = [({k: v + f" p{n}" for k, v in x.items()}, e) for x, e in pairs]
+        started = time.perf_counter()
+        compare_many(fresh, workers=workers)
+        parallel.append(len(pairs) / (time.perf_counter() - started))
     # CPU time counts only this process's work (garbage collection included), which wall
     # time on a shared machine does not; best of the repeats as timeit does, and the
     # median beside it.
@@ -142,6 +151,9 @@ def throughput(pairs: list[tuple[dict, dict]]) -> dict:
         "warm_best": round(max(warm), 1),
         "both_new_cpu_median": round(statistics.median(both_cpu), 1),
         "both_new_cpu_best": round(max(both_cpu), 1),
+        "workers": workers,
+        "parallel_wall_median": round(statistics.median(parallel), 1) if parallel else None,
+        "parallel_wall_best": round(max(parallel), 1) if parallel else None,
     }
 
 
@@ -271,6 +283,12 @@ def print_report(r: dict) -> None:
         f"throughput with both sides never seen: {t['both_new_cpu_median']:.0f} pairs/s of CPU"
         f" time (best {t['both_new_cpu_best']:.0f})"
     )
+    if t["parallel_wall_median"]:
+        print(
+            f"throughput on unseen texts over {t['workers']} processes (workers="
+            f"{t['workers']}): {t['parallel_wall_median']:.0f} pairs/s of wall time (best "
+            f"{t['parallel_wall_best']:.0f})"
+        )
     print(
         f"machine: load average {m['load_average']} on {m['cpus']} CPUs; a 1M-step Python "
         f"loop took {m['python_loop_1m_seconds']} s (~0.05 s idle)"

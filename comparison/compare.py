@@ -79,9 +79,63 @@ def compare_rules(
 
 
 def compare_many(
-    pairs: list[tuple[dict, dict]], *, signatures: list[list[str] | None] | None = None
+    pairs: list[tuple[dict, dict]],
+    *,
+    signatures: list[list[str] | None] | None = None,
+    workers: int = 1,
 ) -> list[dict]:
-    """`compare_rules` over many `(extracted, expected)` pairs, embedding in one batch."""
+    """`compare_rules` over many `(extracted, expected)` pairs, embedding in one batch.
+
+    `workers` > 1 spreads a batch of at least `PARALLEL_MIN` pairs over that many
+    processes, forked once the model and the tables are loaded here so that they share
+    them; the results are the same, in the same order. Where a process cannot fork (no
+    fork on the platform, or a daemon process such as a Celery worker's) the batch runs
+    here."""
+    if workers > 1 and len(pairs) >= PARALLEL_MIN and _can_fork():
+        return _compare_parallel(pairs, signatures, workers)
+    with _collection_deferred():
+        return _compare_many(pairs, signatures)
+
+
+# Below this many pairs, forking costs more than it saves (the children start in ~20 ms
+# each; a pair takes about 1 ms).
+PARALLEL_MIN = 512
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return (
+        "fork" in multiprocessing.get_all_start_methods()
+        and not multiprocessing.current_process().daemon
+    )
+
+
+def _compare_parallel(
+    pairs: list[tuple[dict, dict]], signatures: list[list[str] | None] | None, workers: int
+) -> list[dict]:
+    import multiprocessing
+
+    signatures = signatures if signatures is not None else [None] * len(pairs)
+    if len(signatures) != len(pairs):
+        raise ValueError("signatures must have one entry per pair")
+    # Every table the comparator reads lazily is loaded before the fork, by comparing the
+    # first pair here: each child would otherwise load its own (seconds, and the memory
+    # twice).
+    first = compare_many(pairs[:1], signatures=signatures[:1])
+    rest, rest_signatures = pairs[1:], signatures[1:]
+    # A few jobs a worker, so that one slow slice does not leave the others idle.
+    size = max(_CHUNK, -(-len(rest) // (4 * workers)))
+    jobs = [(rest[i : i + size], rest_signatures[i : i + size]) for i in range(0, len(rest), size)]
+    # The results come back pickled: read with the collector held off, as a batch is made
+    # (with it on, reading them cost more than a worker's share of the work).
+    with _collection_deferred(), multiprocessing.get_context("fork").Pool(workers) as pool:
+        parts = pool.map(_compare_job, jobs, chunksize=1)
+        return first + [result for part in parts for result in part]
+
+
+def _compare_job(job: tuple[list, list]) -> list[dict]:
+    pairs, signatures = job
     with _collection_deferred():
         return _compare_many(pairs, signatures)
 

@@ -17,13 +17,15 @@ def _parts(rule: dict) -> dict:
     return {"trigger": rule["trigger"], "directive": rule["directive"]}
 
 
-def _scored(rows: list[tuple[dict, dict, list[str] | None]]) -> list[dict]:
-    """(extracted, expected, extracted signature) → compare results, embedded in one batch."""
+def _scored(rows: list[tuple[dict, dict, list[str] | None]], workers: int = 1) -> list[dict]:
+    """(extracted, expected, extracted signature) → compare results, embedded in one batch
+    (spread over `workers` processes when it is large)."""
     if not rows:
         return []
     results = compare_many(
         [(extracted, expected) for extracted, expected, _ in rows],
         signatures=[signature for _, _, signature in rows],
+        workers=workers,
     )
     return [
         {"expected": expected, "extracted": extracted, **result}
@@ -118,11 +120,12 @@ def parse_pairs(rows) -> list[tuple[int, dict, dict, list[str] | None]]:
     return good
 
 
-def score_pairs(rows) -> list[dict]:
+def score_pairs(rows, workers: int = 1) -> list[dict]:
     """Score every line of a pairs file; all lines are checked before any is scored."""
     pairs = parse_pairs(rows)
     scored = _scored(
-        [(extracted, expected, signature) for _, extracted, expected, signature in pairs]
+        [(extracted, expected, signature) for _, extracted, expected, signature in pairs],
+        workers,
     )
     return [{"line": pair[0], **row} for pair, row in zip(pairs, scored, strict=True)]
 

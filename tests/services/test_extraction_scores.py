@@ -223,3 +223,24 @@ def test_the_demo_candidates_get_the_extraction_verdict_they_were_written_for(
 ):
     # semantics §12: the verdict sees through rewording and is not fooled by shared words.
     assert extraction_for_rule(Rule.objects.get(pk=rule_id))["verdict"] == verdict
+
+
+def test_compare_rules_scores_a_large_file_alike_over_several_processes(tmp_path):
+    from comparison.compare import PARALLEL_MIN
+
+    eval_set = Path(__file__).resolve().parents[2] / "comparison" / "data" / "extraction_eval.jsonl"
+    lines = eval_set.read_text().splitlines()[: PARALLEL_MIN + 40]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(lines) + "\n")
+    one = json.loads(_call("compare_rules", "--pairs", str(pairs), "--json"))
+    two = json.loads(_call("compare_rules", "--pairs", str(pairs), "--json", "--workers", "2"))
+    assert len(two["pairs"]) == len(lines)
+    assert two == one
+
+
+def test_compare_rules_refuses_fewer_than_one_worker(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    same = {"trigger": "when git push fails", "directive": "pull first"}
+    pairs.write_text(json.dumps({"extracted": same, "expected": same}) + "\n")
+    with pytest.raises(CommandError, match="--workers must be at least 1"):
+        _call("compare_rules", "--pairs", str(pairs), "--workers", "0")

@@ -381,6 +381,22 @@ def test_compare_many_gives_the_same_answers_as_one_by_one():
     assert compare_many([]) == []
 
 
+def test_compare_many_over_several_processes_gives_the_same_answers_in_order():
+    rows = eval_rows()[: extraction.PARALLEL_MIN + 40]
+    pairs = [(r["extracted"], r["expected"]) for r in rows]
+    signatures = [None, ["error:non_fast_forward"]] + [None] * (len(pairs) - 2)
+    assert compare_many(pairs, signatures=signatures, workers=2) == compare_many(
+        pairs, signatures=signatures
+    )
+
+
+def test_a_bad_pair_in_a_batch_over_several_processes_is_refused_as_in_one():
+    pairs = [(r["extracted"], r["expected"]) for r in eval_rows()[: extraction.PARALLEL_MIN]]
+    pairs.append(({"trigger": "x", "directive": 3}, F001))
+    with pytest.raises(TypeError, match="directive must be a string"):
+        compare_many(pairs, workers=2)
+
+
 def test_a_missing_field_counts_as_empty_text():
     result = compare_rules({"trigger": F001["trigger"]}, F001)
     assert result["directive"]["token_f1"] == 0.0

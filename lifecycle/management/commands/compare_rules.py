@@ -14,11 +14,20 @@ class Command(JsonCommand):
     def add_arguments(self, parser):
         super().add_arguments(parser)
         parser.add_argument("--pairs", required=True, help="JSON Lines file, or - for stdin")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=1,
+            help="processes to score a large file with (default 1; the CPU count is "
+            "the most that helps)",
+        )
 
     def handle(self, *args, **options):
+        if options["workers"] < 1:
+            raise CommandError("--workers must be at least 1")
         with open_lines(options["pairs"]) as lines:
             try:
-                rows = score_pairs(read_jsonl(lines))
+                rows = score_pairs(read_jsonl(lines), workers=options["workers"])
             except ImportRejected as exc:
                 self.reject(exc)
         if not rows:
