@@ -507,8 +507,35 @@ def test_a_rule_copied_with_trivial_changes_is_the_same_rule():
         # left is mostly "non-" before a word ("non-empty" -> "nonempty"), which reads as
         # the word's opposite.
         (lambda t: re.sub(r"(?<![-\w])([a-z]+)-([a-z]+)\b", r"\1\2", t), 0.10),
+        # Each of these was missed on nearly every rule it changed (the copy probe, docs in
+        # comparison/README.md#copies-in-other-everyday-words).
+        (lambda t: re.sub(r"\bbefore\b", "prior to", t), 0.02),
+        (lambda t: re.sub(r"\bfirst\b", "beforehand", t), 0.02),
+        (lambda t: re.sub(r"\s+(?:instead of|rather than)\s+", ", not ", t), 0.02),
+        (lambda t: re.sub(r"\bfails\b", "does not work", t), 0.02),
+        (lambda t: re.sub(r"\bfails\b", "errors out", t), 0.02),
+        (lambda t: re.sub(r"\bremove\b", "get rid of", t), 0.02),
+        (lambda t: re.sub(r"\bcheck\b", "look at", t), 0.02),
+        (lambda t: re.sub(r"\bmore than\b", "over", t), 0.05),
+        (lambda t: re.sub(r"\bpass\b", "supply", t), 0.02),
+        (lambda t: re.sub(r"\berror\b", "failure", t), 0.05),
+        (lambda t: re.sub(r"(?<![\d.,])(\d{1,3})(\d{3})(?![\d.,])", r"\1,\2", t), 0.05),
     ],
-    ids=["a noun made plural", "a hyphenated word joined"],
+    ids=[
+        "a noun made plural",
+        "a hyphenated word joined",
+        "before as prior to",
+        "first as beforehand",
+        "instead of as a comma and not",
+        "fails as does not work",
+        "fails as errors out",
+        "remove as get rid of",
+        "check as look at",
+        "more than as over",
+        "pass as supply",
+        "error as failure",
+        "thousands with a comma",
+    ],
 )
 def test_a_rule_copied_with_one_word_respelt_is_the_same_rule(edit, budget):
     rules = {json.dumps(r["expected"], sort_keys=True): r["expected"] for r in _rows()}
