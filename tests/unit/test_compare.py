@@ -397,6 +397,26 @@ def test_a_bad_pair_in_a_batch_over_several_processes_is_refused_as_in_one():
         compare_many(pairs, workers=2)
 
 
+def _verdicts_in_a_daemon(pairs, queue):
+    queue.put([r["verdict"] for r in compare_many(pairs, workers=2)])
+
+
+def test_a_daemon_process_compares_a_large_batch_in_one():
+    """A Celery worker's process is a daemon, which may not fork children of its own: the
+    batch runs there instead of failing."""
+    import multiprocessing
+
+    pairs = [(r["extracted"], r["expected"]) for r in eval_rows()[: extraction.PARALLEL_MIN]]
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    daemon = context.Process(target=_verdicts_in_a_daemon, args=(pairs, queue), daemon=True)
+    daemon.start()
+    # A few kilobytes of verdicts: the queue's pipe holds them until they are read.
+    daemon.join(timeout=120)
+    assert daemon.exitcode == 0
+    assert queue.get(timeout=5) == [r["verdict"] for r in compare_many(pairs)]
+
+
 def test_a_missing_field_counts_as_empty_text():
     result = compare_rules({"trigger": F001["trigger"]}, F001)
     assert result["directive"]["token_f1"] == 0.0
