@@ -15,7 +15,10 @@ punishes a rewording and rewards a wrong rule that shares the words.
 from __future__ import annotations
 
 import gc
-from contextlib import contextmanager
+import os
+import pickle
+import signal
+from contextlib import contextmanager, suppress
 
 from .connectives import plain_order
 from .directives import directive_stances, stance_conflicts
@@ -86,12 +89,11 @@ def compare_many(
 ) -> list[dict]:
     """`compare_rules` over many `(extracted, expected)` pairs, embedding in one batch.
 
-    `workers` > 1 spreads a batch of at least `PARALLEL_MIN` pairs over that many
+    `workers` > 1 spreads a batch of at least `PARALLEL_MIN` pairs over that many child
     processes, forked once the model and the tables are loaded here so that they share
-    them; the results are the same, in the same order. Where a process cannot fork (no
-    fork on the platform, or a daemon process such as a Celery worker's) the batch runs
-    here."""
-    if workers > 1 and len(pairs) >= PARALLEL_MIN and _can_fork():
+    them; the results are the same, in the same order, and an error in a child is raised
+    here. Where the platform cannot fork, the batch runs here."""
+    if workers > 1 and len(pairs) >= PARALLEL_MIN and hasattr(os, "fork"):
         return _compare_parallel(pairs, signatures, workers)
     with _collection_deferred():
         return _compare_many(pairs, signatures)
@@ -102,36 +104,100 @@ def compare_many(
 PARALLEL_MIN = 512
 
 
-def _can_fork() -> bool:
-    import multiprocessing
-
-    return (
-        "fork" in multiprocessing.get_all_start_methods()
-        and not multiprocessing.current_process().daemon
-    )
-
-
 def _compare_parallel(
     pairs: list[tuple[dict, dict]], signatures: list[list[str] | None] | None, workers: int
 ) -> list[dict]:
-    import multiprocessing
+    """The batch in `workers` slices, one a child process.
 
+    Plain `os.fork`, not `multiprocessing`: a multiprocessing child first runs the hooks
+    other libraries registered for it (kombu's closes the parent's Redis connections from
+    the child, reading a reply the parent's own client is waiting for: the child hung), and
+    a daemon process (a Celery worker's) may not start one. A child here runs only the
+    comparator over its slice, writes its pickled results (or its error) to a pipe and
+    leaves with `os._exit`, running nothing of the parent's."""
     signatures = signatures if signatures is not None else [None] * len(pairs)
     if len(signatures) != len(pairs):
         raise ValueError("signatures must have one entry per pair")
     # Every table the comparator reads lazily is loaded before the fork, by comparing the
     # first pair here: each child would otherwise load its own (seconds, and the memory
     # twice).
-    first = compare_many(pairs[:1], signatures=signatures[:1])
+    results = compare_many(pairs[:1], signatures=signatures[:1])
     rest, rest_signatures = pairs[1:], signatures[1:]
-    # A few jobs a worker, so that one slow slice does not leave the others idle.
-    size = max(_CHUNK, -(-len(rest) // (4 * workers)))
-    jobs = [(rest[i : i + size], rest_signatures[i : i + size]) for i in range(0, len(rest), size)]
-    # The results come back pickled: read with the collector held off, as a batch is made
-    # (with it on, reading them cost more than a worker's share of the work).
-    with _collection_deferred(), multiprocessing.get_context("fork").Pool(workers) as pool:
-        parts = pool.map(_compare_job, jobs, chunksize=1)
-        return first + [result for part in parts for result in part]
+    size = -(-len(rest) // workers)
+    children: list[tuple[int, int]] = []
+    received: dict[int, bytes] | None = None
+    try:
+        for start in range(0, len(rest), size):
+            part = (rest[start : start + size], rest_signatures[start : start + size])
+            children.append(_fork_job(part))
+        received = _read_all([fd for _, fd in children])
+    finally:
+        # Each child has written everything and is leaving; if the parent was
+        # interrupted before, the children still running are stopped.
+        for pid, fd in children:
+            if received is None:
+                with suppress(OSError):
+                    os.close(fd)
+            _reap(pid, stop=received is None)
+    # Read with the collector held off, as a batch is made: with it on, unpickling the
+    # results cost more than a worker's share of the work.
+    with _collection_deferred():
+        for _, fd in children:
+            ok, value = pickle.loads(received[fd])
+            if not ok:
+                raise value
+            results += value
+    return results
+
+
+def _fork_job(part: tuple[list, list]) -> tuple[int, int]:
+    """(the child's pid, the pipe its pickled `(ok, results or error)` comes down)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_fd)
+        return pid, read_fd
+    try:  # the child
+        os.close(read_fd)
+        try:
+            payload = pickle.dumps((True, _compare_job(part)), pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:  # noqa: BLE001 - any error is the parent's to raise
+            try:
+                payload = pickle.dumps((False, exc), pickle.HIGHEST_PROTOCOL)
+            except Exception:  # noqa: BLE001 - an error that does not pickle, as text
+                error = RuntimeError(f"{type(exc).__name__}: {exc}")
+                payload = pickle.dumps((False, error), pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(payload)
+    finally:
+        os._exit(0)
+
+
+def _read_all(fds: list[int]) -> dict[int, bytes]:
+    """Every pipe read to its end, together: a child blocks on a full pipe until it is
+    read, so reading one to its end before the next could wait forever."""
+    import selectors
+
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
+    with selectors.DefaultSelector() as selector:
+        for fd in fds:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            for key, _ in selector.select():
+                chunk = os.read(key.fd, 1 << 20)
+                if chunk:
+                    chunks[key.fd].append(chunk)
+                else:
+                    selector.unregister(key.fd)
+                    os.close(key.fd)
+    return {fd: b"".join(parts) for fd, parts in chunks.items()}
+
+
+def _reap(pid: int, stop: bool) -> None:
+    if stop:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 
 
 def _compare_job(job: tuple[list, list]) -> list[dict]:

@@ -4,6 +4,7 @@ Pure functions: no database, no Django settings needed.
 """
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -401,9 +402,8 @@ def _verdicts_in_a_daemon(pairs, queue):
     queue.put([r["verdict"] for r in compare_many(pairs, workers=2)])
 
 
-def test_a_daemon_process_compares_a_large_batch_in_one():
-    """A Celery worker's process is a daemon, which may not fork children of its own: the
-    batch runs there instead of failing."""
+def test_a_daemon_process_spreads_a_large_batch_too():
+    """A Celery worker's process is a daemon, which multiprocessing forbids children."""
     import multiprocessing
 
     pairs = [(r["extracted"], r["expected"]) for r in eval_rows()[: extraction.PARALLEL_MIN]]
@@ -415,6 +415,23 @@ def test_a_daemon_process_compares_a_large_batch_in_one():
     daemon.join(timeout=120)
     assert daemon.exitcode == 0
     assert queue.get(timeout=5) == [r["verdict"] for r in compare_many(pairs)]
+
+
+class _Connection:
+    """Stands for a library's client that registers a hook for multiprocessing's children
+    (kombu does, and its hook hung a child on the parent's Redis socket)."""
+
+
+def test_the_children_run_none_of_the_hooks_registered_for_multiprocessings(tmp_path):
+    from multiprocessing.util import register_after_fork
+
+    ran = tmp_path / "hook ran"
+    connection = _Connection()
+    register_after_fork(connection, lambda _: ran.write_text(str(os.getpid())))
+    pairs = [(r["extracted"], r["expected"]) for r in eval_rows()[: extraction.PARALLEL_MIN]]
+    assert compare_many(pairs, workers=2) == compare_many(pairs)
+    assert not ran.exists()
+    del connection
 
 
 def test_a_missing_field_counts_as_empty_text():
