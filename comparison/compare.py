@@ -107,13 +107,13 @@ PARALLEL_MIN = 512
 def _compare_parallel(
     pairs: list[tuple[dict, dict]], signatures: list[list[str] | None] | None, workers: int
 ) -> list[dict]:
-    """The batch in `workers` slices, one a child process.
+    """The batch in `workers` shares, one a child process.
 
     Plain `os.fork`, not `multiprocessing`: a multiprocessing child first runs the hooks
     other libraries registered for it (kombu's closes the parent's Redis connections from
     the child, reading a reply the parent's own client is waiting for: the child hung), and
     a daemon process (a Celery worker's) may not start one. A child here runs only the
-    comparator over its slice, writes its pickled results (or its error) to a pipe and
+    comparator over its share, writes its pickled results (or its error) to a pipe and
     leaves with `os._exit`, running nothing of the parent's."""
     signatures = signatures if signatures is not None else [None] * len(pairs)
     if len(signatures) != len(pairs):
@@ -123,13 +123,14 @@ def _compare_parallel(
     # twice).
     results = compare_many(pairs[:1], signatures=signatures[:1])
     rest, rest_signatures = pairs[1:], signatures[1:]
-    size = -(-len(rest) // workers)
+    # Child k takes every `workers`-th pair from the k-th: a batch in the order it came
+    # (a file of one kind of rule, then another) is shared alike.
+    workers = min(workers, len(rest))
     children: list[tuple[int, int]] = []
     received: dict[int, bytes] | None = None
     try:
-        for start in range(0, len(rest), size):
-            part = (rest[start : start + size], rest_signatures[start : start + size])
-            children.append(_fork_job(part))
+        for k in range(workers):
+            children.append(_fork_job((rest[k::workers], rest_signatures[k::workers])))
         received = _read_all([fd for _, fd in children])
     finally:
         # Each child has written everything and is leaving; if the parent was
@@ -141,13 +142,14 @@ def _compare_parallel(
             _reap(pid, stop=received is None)
     # Read with the collector held off, as a batch is made: with it on, unpickling the
     # results cost more than a worker's share of the work.
+    merged: list[dict] = [{}] * len(rest)
     with _collection_deferred():
-        for _, fd in children:
+        for k, (_, fd) in enumerate(children):
             ok, value = pickle.loads(received[fd])
             if not ok:
                 raise value
-            results += value
-    return results
+            merged[k::workers] = value
+    return results + merged
 
 
 def _fork_job(part: tuple[list, list]) -> tuple[int, int]:
