@@ -128,6 +128,7 @@ def _compare_parallel(
     workers = min(workers, len(rest))
     children: list[tuple[int, int]] = []
     received: dict[int, bytes] | None = None
+    statuses: list[int] = []
     try:
         for k in range(workers):
             children.append(_fork_job((rest[k::workers], rest_signatures[k::workers])))
@@ -139,12 +140,17 @@ def _compare_parallel(
             if received is None:
                 with suppress(OSError):
                     os.close(fd)
-            _reap(pid, stop=received is None)
+            statuses.append(_reap(pid, stop=received is None))
     # Read with the collector held off, as a batch is made: with it on, unpickling the
     # results cost more than a worker's share of the work.
     merged: list[dict] = [{}] * len(rest)
     with _collection_deferred():
         for k, (_, fd) in enumerate(children):
+            if not received[fd]:
+                # Killed, or out of memory: it wrote nothing, not even an error.
+                raise RuntimeError(
+                    f"a comparator worker ended without its results ({_ended(statuses[k])})"
+                )
             ok, value = pickle.loads(received[fd])
             if not ok:
                 raise value
@@ -195,11 +201,18 @@ def _read_all(fds: list[int]) -> dict[int, bytes]:
     return {fd: b"".join(parts) for fd, parts in chunks.items()}
 
 
-def _reap(pid: int, stop: bool) -> None:
+def _reap(pid: int, stop: bool) -> int:
+    """The child's wait status, once it has ended."""
     if stop:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    return os.waitpid(pid, 0)[1]
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def _compare_job(job: tuple[list, list]) -> list[dict]:

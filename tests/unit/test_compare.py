@@ -417,6 +417,13 @@ def test_a_daemon_process_spreads_a_large_batch_too():
     assert queue.get(timeout=5) == [r["verdict"] for r in compare_many(pairs)]
 
 
+def test_a_worker_that_ends_without_results_is_an_error_naming_how_it_ended(monkeypatch):
+    monkeypatch.setattr(extraction, "_compare_job", lambda job: os._exit(3))
+    pairs = [(r["extracted"], r["expected"]) for r in eval_rows()[: extraction.PARALLEL_MIN]]
+    with pytest.raises(RuntimeError, match="ended without its results \\(exit status 3\\)"):
+        compare_many(pairs, workers=2)
+
+
 class _Connection:
     """Stands for a library's client that registers a hook for multiprocessing's children
     (kombu does, and its hook hung a child on the parent's Redis socket)."""
