@@ -161,7 +161,13 @@ def _compare_parallel(
 def _fork_job(part: tuple[list, list]) -> tuple[int, int]:
     """(the child's pid, the pipe its pickled `(ok, results or error)` comes down)."""
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        # No process to be had (a process or memory limit): the pipe goes with it.
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid:
         os.close(write_fd)
         return pid, read_fd

@@ -424,6 +424,27 @@ def test_a_worker_that_ends_without_results_is_an_error_naming_how_it_ended(monk
         compare_many(pairs, workers=2)
 
 
+def test_a_fork_refused_stops_the_children_already_started_and_leaks_no_pipe(monkeypatch):
+    real_fork, forks = os.fork, []
+
+    def fork_once():
+        if forks:
+            raise OSError(11, "Resource temporarily unavailable")
+        forks.append(real_fork())
+        return forks[-1]
+
+    open_before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fork", fork_once)
+    pairs = [(r["extracted"], r["expected"]) for r in eval_rows()[: extraction.PARALLEL_MIN]]
+    with pytest.raises(OSError, match="Resource temporarily unavailable"):
+        compare_many(pairs, workers=2)
+    if forks[0] == 0:  # the child that was started, should it ever get here
+        os._exit(0)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forks[0], os.WNOHANG)
+
+
 class _Connection:
     """Stands for a library's client that registers a hook for multiprocessing's children
     (kombu does, and its hook hung a child on the parent's Redis socket)."""
