@@ -8,10 +8,10 @@ from django.conf import settings
 from ninja.parser import Parser
 
 from lifecycle import jsonsafe
-from lifecycle.schemas import JSONL_TYPES
 from lifecycle.validation import ImportRejected, numbered, read_jsonl
 
 from .errors import ApiError, item
+from .schemas import JSONL_TYPES
 
 # A path jsonsafe gives for a string inside the n-th item of an array body: "[n].field…".
 _ITEM_PATH = re.compile(r"^\[(\d+)\]\.?(.*)$")

@@ -2,13 +2,13 @@
 
 from ninja import Router
 
-from lifecycle.auth import WRITE, request_actor
-from lifecycle.schemas import CandidateIn, CandidatesOut
 from lifecycle.services.candidates import candidates_record
 
 from . import bodies
+from .auth import WRITE, request_actor
 from .errors import ERRORS
 from .presenters import rule_out
+from .schemas import CandidateIn, CandidatesOut
 
 router = Router(tags=["rules"])
 

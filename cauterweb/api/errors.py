@@ -18,14 +18,15 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from cauterweb.request_id import current_request_id
-from lifecycle.auth import Forbidden
 from lifecycle.cursor import InvalidCursor
-from lifecycle.schemas import ErrorOut
 from lifecycle.selectors.rules import RuleNotFound
 from lifecycle.services.packs import InvalidSelection, PackRejected
 from lifecycle.states import NotAllowed, WrongState
-from lifecycle.traces.model import TraceRejected
 from lifecycle.validation import FilterError, ImportRejected, InvalidRule
+from traces.model import TraceRejected
+
+from .auth import Forbidden
+from .schemas import ErrorOut
 
 logger = logging.getLogger("cauterweb.api")
 API_PREFIX = "/api/"

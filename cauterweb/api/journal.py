@@ -3,13 +3,13 @@
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from lifecycle.auth import READ
 from lifecycle.cursor import MAX_CURSOR
-from lifecycle.schemas import EventPageOut, Text
 from lifecycle.selectors.journal import journal_feed
 
+from .auth import READ
 from .errors import ERRORS
 from .presenters import event_out
+from .schemas import EventPageOut, Text
 
 router = Router(tags=["journal"])
 MAX_PAGE = 500

@@ -5,12 +5,12 @@ from django.http import HttpResponse
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from lifecycle.auth import REVIEW, request_actor
-from lifecycle.schemas import PackImportOut, PackPreviewOut, Text
 from lifecycle.services.packs import import_pack, pack_text, preview_pack
 
 from . import bodies
+from .auth import REVIEW, request_actor
 from .errors import ERRORS, ApiError
+from .schemas import PackImportOut, PackPreviewOut, Text
 
 router = Router(tags=["packs"])
 PACK_CONTENT_TYPES = {

@@ -2,12 +2,12 @@
 
 from ninja import Router
 
-from lifecycle.auth import WRITE, request_actor
-from lifecycle.schemas import ImportOut, ReportIn
 from replay.intake import reports_ingest
 
 from . import bodies
+from .auth import WRITE, request_actor
 from .errors import ERRORS
+from .schemas import ImportOut, ReportIn
 
 router = Router(tags=["reports"])
 

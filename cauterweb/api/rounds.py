@@ -3,13 +3,13 @@
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from lifecycle.auth import READ, REVIEW, request_actor
 from lifecycle.cursor import MAX_CURSOR
-from lifecycle.schemas import KickOut, RoundPageOut, Text
 from replay.reads import rounds_page
 from replay.reviewer import round_kick
 
+from .auth import READ, REVIEW, request_actor
 from .errors import ERRORS
+from .schemas import KickOut, RoundPageOut, Text
 
 router = Router(tags=["rounds"])
 MAX_PAGE = 500

@@ -9,15 +9,23 @@ read through `GET /rules/{rule_id}` only when no such suffix applies."""
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from lifecycle.auth import READ, REVIEW, request_actor
 from lifecycle.cursor import MAX_CURSOR
-from lifecycle.schemas import RetireIn, RetireOut, RuleDetailOut, RuleId, RuleOut, RulePageOut, Text
 from lifecycle.selectors import rules as selectors
 from lifecycle.selectors.gate import gate_both
 from lifecycle.services.rules import rule_requeue, rule_retire_by_reviewer
 
+from .auth import READ, REVIEW, request_actor
 from .errors import ERRORS, ApiError
 from .presenters import rule_detail_out, rule_out
+from .schemas import (
+    RetireIn,
+    RetireOut,
+    RuleDetailOut,
+    RuleId,
+    RuleOut,
+    RulePageOut,
+    Text,
+)
 
 router = Router(tags=["rules"])
 MAX_PAGE = 500

@@ -7,11 +7,11 @@ of scope `a/b`."""
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from lifecycle.auth import READ
-from lifecycle.schemas import ScopeFileOut, ScopeName, Text, ToolReadOut
 from lifecycle.scopes import render_scope, rule_tool_read
 
+from .auth import READ
 from .errors import ERRORS
+from .schemas import ScopeFileOut, ScopeName, Text, ToolReadOut
 
 router = Router(tags=["rule tool"])
 

@@ -20,14 +20,14 @@ each bad record, and nothing is written.
 from django.http import HttpResponse
 from ninja import Router
 
-from lifecycle.auth import WRITE, request_actor
-from lifecycle.schemas import ImportOut
 from lifecycle.services.traces import import_traces
-from lifecycle.traces.detect import PROTOBUF_TYPES
-from lifecycle.traces.model import FORMATS
+from traces.detect import PROTOBUF_TYPES
+from traces.model import FORMATS
 
 from . import bodies
+from .auth import WRITE, request_actor
 from .errors import ERRORS, ApiError
+from .schemas import ImportOut
 
 router = Router(tags=["traces"])
 

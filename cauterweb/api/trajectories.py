@@ -4,12 +4,12 @@ import json
 
 from ninja import Router
 
-from lifecycle.auth import WRITE, request_actor
-from lifecycle.schemas import ImportOut, TrajectoryIn
 from lifecycle.services.corpus import import_corpus
 
 from . import bodies
+from .auth import WRITE, request_actor
 from .errors import ERRORS
+from .schemas import ImportOut, TrajectoryIn
 
 router = Router(tags=["corpus"])
 

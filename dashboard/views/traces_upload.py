@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 
 from lifecycle.services.traces import import_traces
 from lifecycle.states import Actor
-from lifecycle.traces.model import FORMATS, TraceRejected
+from traces.model import FORMATS, TraceRejected
 
 from . import reviewer_required
 

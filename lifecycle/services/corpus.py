@@ -48,15 +48,15 @@ from lifecycle.validation import (
     trajectory_json_size_errors,
     trajectory_size_errors,
 )
+from traces.derive import with_derived_signature
 
 from .. import atoms as atom_lib
 from .. import journal, jsonsafe, limits
 from ..journal import EventType
 from ..models import TrajectoryKind
 from ..states import Actor
-from ..traces.derive import with_derived_signature
+from ..tasks import rules_rescore_enqueue
 from .corpus_store import BLOCK, CELL_COLUMNS, NOT_TEXT, Row, copy_escape, corpus_store
-from .follow_ups import rules_rescore_enqueue
 
 KINDS = {k.value for k in TrajectoryKind}
 REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")

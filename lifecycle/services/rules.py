@@ -15,13 +15,14 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .. import journal, signals
+from ..baseline import baseline
 from ..bulk import update_from_values
 from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
 from ..selectors.rules import RuleNotFound
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
-from ..trials import baseline
+from ..tasks import rule_compare_enqueue
 from ..validation import (
     InvalidRule,
     candidate_fields,
@@ -30,7 +31,6 @@ from ..validation import (
     review_reason,
     rule_content_hash,
 )
-from .follow_ups import rule_compare_enqueue
 
 _AUTHOR_KIND = {
     ActorKind.AGENT: AuthorKind.AGENT,

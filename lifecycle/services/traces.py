@@ -1,5 +1,5 @@
 """Agent traces into the corpus (semantics §19, §2): the Django side of the pure parsers in
-`lifecycle.traces`.
+`traces`.
 
 Parsed sessions go through the corpus import itself, so a trace import is atomic (any bad
 record: nothing written), idempotent (same content: unchanged; changed content: a conflict
@@ -16,12 +16,13 @@ import json
 
 from django.db import transaction
 
+from traces import openinference, otlp
+from traces.detect import parse
+from traces.model import RecordError, TraceRejected
+
 from ..metrics import Registry, load_registry
 from ..models import Trajectory
 from ..states import Actor
-from ..traces import openinference, otlp
-from ..traces.detect import parse
-from ..traces.model import RecordError, TraceRejected
 from ..validation import ImportRejected, ImportResult
 from .corpus import import_corpus
 

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from lifecycle.schemas import JSONL_TYPES
+from cauterweb.api.schemas import JSONL_TYPES
 from lifecycle.services.tokens import token_create
 from tests.builders import candidate
 

@@ -32,7 +32,7 @@ BY_ID = {t["id"]: t for t in CORPUS}
 
 def test_the_committed_files_are_what_the_generator_writes(tmp_path):
     spec = importlib.util.spec_from_file_location(
-        "make_demo_corpus", ROOT / "lifecycle" / "fixtures" / "make_demo_corpus.py"
+        "make_demo_corpus", ROOT / "scripts" / "make_demo_corpus.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

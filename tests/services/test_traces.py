@@ -13,8 +13,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from lifecycle.models import JournalEvent, Trajectory, TrajectoryAtom
 from lifecycle.services.corpus import import_corpus
 from lifecycle.services.tokens import token_create
-from lifecycle.traces import detect
 from tests.traces_support import FIXTURES, fixture_bytes, fixture_json, otlp_protobuf
+from traces import detect
 
 pytestmark = pytest.mark.django_db
 API = "/api/v1/traces"

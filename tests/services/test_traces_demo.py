@@ -13,8 +13,8 @@ from lifecycle.models import Rule, Trajectory
 from lifecycle.selectors.gate import gate_both
 from lifecycle.services.candidates import candidates_record
 from lifecycle.states import Actor
-from lifecycle.traces.export import corpus_to_otlp
 from lifecycle.validation import read_jsonl
+from traces.export import corpus_to_otlp
 
 DEMO = Path(__file__).resolve().parents[2] / "lifecycle" / "fixtures" / "demo"
 CORPUS = [json.loads(line) for line in (DEMO / "corpus.jsonl").read_text().splitlines() if line]

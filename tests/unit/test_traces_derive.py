@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from lifecycle.traces import templates
-from lifecycle.traces.derive import derive_signature, derive_step, with_derived_signature
+from traces import templates
+from traces.derive import derive_signature, derive_step, with_derived_signature
 
 
 def error_atoms(text: str, **step) -> set[str]:
@@ -460,7 +460,7 @@ def test_the_template_atom_is_the_same_in_another_process():
     text = "widget frobnication failed for job 4242 at 0x7f3a9c"
     here = templates.template_for(text).atom_value
     code = (
-        "import json,sys; from lifecycle.traces import templates; "
+        "import json,sys; from traces import templates; "
         f"print(templates.template_for({text!r}).atom_value)"
     )
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,13 +7,13 @@ import sys
 import pytest
 
 PURE = [
-    "lifecycle.traces.derive",
-    "lifecycle.traces.detect",
-    "lifecycle.traces.otlp",
-    "lifecycle.traces.openinference",
-    "lifecycle.traces.langfuse",
-    "lifecycle.traces.inspect_ai",
-    "lifecycle.traces.export",
+    "traces.derive",
+    "traces.detect",
+    "traces.otlp",
+    "traces.openinference",
+    "traces.langfuse",
+    "traces.inspect_ai",
+    "traces.export",
 ]
 
 

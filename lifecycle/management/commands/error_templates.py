@@ -1,6 +1,6 @@
 from lifecycle.management.base import JsonCommand
 from lifecycle.models import Trajectory
-from lifecycle.traces import templates
+from traces import templates
 
 
 class Command(JsonCommand):

@@ -4,7 +4,7 @@ from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand
 from lifecycle.services.traces import import_traces
-from lifecycle.traces.model import FORMATS, TraceRejected
+from traces.model import FORMATS, TraceRejected
 
 
 class Command(JsonCommand):

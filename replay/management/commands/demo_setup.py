@@ -4,7 +4,7 @@ candidate and give it one round (it stays pending for more samples), and make a 
 login. Safe to run again: every load is idempotent.
 
 The corpus arrives the way a user's traces do: as an OpenTelemetry export (corpus.otlp.json,
-written from corpus.jsonl by lifecycle.traces.export) imported by `import_traces`, so every
+written from corpus.jsonl by traces.export) imported by `import_traces`, so every
 session's signature is derived from its spans (semantics §19), not hand-written."""
 
 import time
@@ -22,10 +22,10 @@ from lifecycle.services.candidates import candidates_record
 from lifecycle.services.traces import import_traces
 from lifecycle.signals import one_announcement
 from lifecycle.states import Actor
-from lifecycle.traces.model import TraceRejected
 from lifecycle.validation import ImportRejected, read_jsonl
 from replay.intake import reports_ingest
 from replay.rounds import round_run, run_until_settled
+from traces.model import TraceRejected
 
 DEMO_DIR = Path(lifecycle.__file__).resolve().parent / "fixtures" / "demo"
 # Recorded after the standstill, looked at by one round (candidates_arriving.jsonl).

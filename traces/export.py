@@ -6,7 +6,7 @@ No signature is written: importing the export derives them (semantics §19). The
 corpus line no convention names (`id`, `corpus`, `expected_rule`, `replay_input`, `replayable`,
 `notices`, `meta`) travel as `cauterweb.*` attributes on the root span.
 
-    python -m lifecycle.traces.export lifecycle/fixtures/demo/corpus.jsonl \
+    python -m traces.export lifecycle/fixtures/demo/corpus.jsonl \
         lifecycle/fixtures/demo/corpus.otlp.json
 """
 

@@ -7,10 +7,9 @@ from datetime import timedelta
 from django.utils import timezone
 from ninja.security import HttpBearer, django_auth
 
+from lifecycle.models import ApiToken, TokenRole
 from lifecycle.services.tokens import hash_key, live_token_cached, live_token_remember
-
-from .models import ApiToken, TokenRole
-from .states import Actor
+from lifecycle.states import Actor
 
 # Writing last_used_at on every request would turn each read into a write; a minute is plenty
 # to tell a live token from a dead one.

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from . import limits
+from lifecycle import limits
 
 
 class Schema(BaseModel):
