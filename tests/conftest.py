@@ -120,3 +120,41 @@ def reviewer_client(client, reviewer_user):
 def viewer_client(client, viewer_user):
     client.force_login(viewer_user)
     return client
+
+
+@pytest.fixture
+def scripted_engine(settings):
+    """The scripted replay backend of tests/scenarios.py, wired as semantics §7 writes it: one
+    replay per case against the recorded original, one at a time, no budget, no verifier, the
+    database lock; each test scripts its cases."""
+    from tests.scenarios import BACKEND, CALLS, SCRIPT
+
+    settings.CAUTERWEB_REPLAY_BACKEND = BACKEND
+    settings.CAUTERWEB_VERIFIER = ""
+    settings.CAUTERWEB_REPLAY_TIMEOUT_S = 5.0
+    settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S = 0.0
+    settings.CAUTERWEB_VALIDATION_ROUND_BUDGET_S = 0.0
+    settings.CAUTERWEB_LOCK_URL = ""
+    settings.CAUTERWEB_REPLAY_DESIGN = "single"
+    settings.CAUTERWEB_REPLAY_CONCURRENCY = 1
+    SCRIPT.clear()
+    CALLS.clear()
+    yield
+    SCRIPT.clear()
+
+
+@pytest.fixture
+def registry_seeded(transactional_db, settings, monkeypatch):
+    """For tests whose backend touches the database from its thread: data must be committed.
+    The flush of a transactional test empties the registry the migrations seeded: seed it
+    again. Commits fire the kicks; the test drives its rounds itself."""
+    from lifecycle.models import MetricDefinition
+    from replay import tasks
+
+    monkeypatch.setattr(tasks.round_run_task, "delay", lambda **kw: None)
+
+    for name, tier, higher_is_better, aliases in settings.CAUTERWEB_DEFAULT_METRICS:
+        MetricDefinition.objects.get_or_create(
+            name=name,
+            defaults={"tier": tier, "higher_is_better": higher_is_better, "aliases": aliases},
+        )

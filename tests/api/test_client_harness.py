@@ -13,11 +13,10 @@ from cauterweb.client import CauterWeb, CauterWebError, serve_harness, signature
 from lifecycle.models import RuleRead, Trajectory
 from lifecycle.services.tokens import token_create
 from replay.rounds import round_run
-from tests.services.test_engine_scenarios import (  # noqa: F401  (fixtures)
+from tests.scenarios import (
     corpus,
     events,
     failing,
-    registry_seeded,
     rule,
     state_of,
 )

@@ -30,8 +30,8 @@ from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.builders import T0, jsonl, report
+from tests.scenarios import corpus, rule
 from tests.services.test_engine_celery import rescuable
-from tests.services.test_engine_scenarios import corpus, registry_seeded, rule  # noqa: F401
 
 from .services import Server, environment, free_port, start_worker, stop, wait_until
 

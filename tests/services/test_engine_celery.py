@@ -21,7 +21,7 @@ from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.builders import T0, celery_workers, database_url, jsonl, report
-from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule  # noqa: F401
+from tests.scenarios import corpus, failing, rule
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 SIMULATED = "replay.backends.simulated:replay"

@@ -14,11 +14,10 @@ from replay.backends import http
 from replay.models import ReplaySession
 from replay.rounds import round_run
 from tests.builders import T0
-from tests.services.test_engine_scenarios import (  # noqa: F401  (fixtures)
+from tests.scenarios import (
     case_events,
     corpus,
     failing,
-    registry_seeded,
     rule,
     state_of,
 )

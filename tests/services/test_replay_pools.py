@@ -11,7 +11,7 @@ from replay.config import RoundConfig
 from replay.dispatch import CeleryPool, Job, RoundContext, ThreadPool
 from replay.models import ReplaySession
 from tests.builders import round_config
-from tests.services.test_engine_scenarios import rule
+from tests.scenarios import rule
 
 
 def config(backend, *, timeout: float = 30.0, concurrency: int = 1) -> RoundConfig:
@@ -135,7 +135,7 @@ def instant(case, context):
 @pytest.mark.django_db
 def test_a_replay_task_claims_its_replay_once_and_stores_its_result(settings):
     from replay import dispatch
-    from tests.services.test_engine_scenarios import corpus, failing
+    from tests.scenarios import corpus, failing
 
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_pools:instant"
     dispatch._actives_of_round.cache_clear()

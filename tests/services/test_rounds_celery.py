@@ -22,8 +22,8 @@ from replay import lock
 from replay.models import ReplaySession, RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.builders import celery_workers, database_url
+from tests.scenarios import corpus, failing, rule, win
 from tests.services.test_engine_celery import wait_for
-from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule, win  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 GATE = "cauterweb:test:gate"

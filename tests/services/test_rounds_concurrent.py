@@ -9,7 +9,7 @@ import pytest
 from lifecycle.models import JournalEvent, Rule
 from replay import selectors
 from replay.rounds import round_run
-from tests.services.test_engine_scenarios import corpus, failing, registry_seeded, rule, win  # noqa: F401
+from tests.scenarios import corpus, failing, rule, win
 
 
 def _noise(*parts) -> float:

@@ -9,7 +9,7 @@ from replay.intake import reports_ingest
 from replay.models import ReplaySample
 from replay.rounds import round_run
 from tests.builders import T0, jsonl, report
-from tests.services.test_engine_scenarios import corpus, failing, rule
+from tests.scenarios import corpus, failing, rule
 
 ARMS_SEEN: list = []
 

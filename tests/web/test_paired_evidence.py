@@ -22,7 +22,7 @@ from replay.backends.simulated import StochasticAgent
 from replay.models import ReplaySample
 from replay.rounds import round_run
 from tests.builders import T0
-from tests.services.test_engine_scenarios import corpus, failing, rule, win
+from tests.scenarios import corpus, failing, rule, win
 
 pytestmark = pytest.mark.django_db
 
