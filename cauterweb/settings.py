@@ -248,6 +248,17 @@ CAUTERWEB_LOCK_URL = env_str(
 # made in the same process at once. 0 reads the token on every request.
 CAUTERWEB_TOKEN_CACHE_SECONDS = env_float("CAUTERWEB_TOKEN_CACHE_SECONDS", 2.0)
 
+# Process-local caches: `tokens` holds the live API tokens for the seconds above
+# (lifecycle/services/tokens.py).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "tokens": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "cauterweb-live-tokens",
+        "OPTIONS": {"MAX_ENTRIES": 1024},
+    },
+}
+
 # --- Engine knobs (semantics §16) -------------------------------------------------------------------
 CAUTERWEB_RULE_PROMOTE_MARGIN = env_float("CAUTERWEB_RULE_PROMOTE_MARGIN", 0.05)
 CAUTERWEB_RULE_REGRESS_MARGIN = env_float("CAUTERWEB_RULE_REGRESS_MARGIN", 0.05)

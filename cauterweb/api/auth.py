@@ -24,12 +24,12 @@ def token_for_key(key: str) -> ApiToken | None:
     """The live token with this clear key, or None (unknown or revoked). A token found within
     the last `CAUTERWEB_TOKEN_CACHE_SECONDS` is not read again (`tokens.live_token_cached`)."""
     key_hash, now = hash_key(key), timezone.now()
-    token = live_token_cached(key_hash, now)
+    token = live_token_cached(key_hash)
     if token is None:
         token = ApiToken.objects.filter(key_hash=key_hash, revoked_at__isnull=True).first()
         if token is None:
             return None
-        live_token_remember(token, now)
+        live_token_remember(token)
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now

@@ -8,9 +8,10 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
+from django.core.cache import caches
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -46,37 +47,31 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-# Live tokens this process has found lately, by key hash: (token, when it was read). Looking a
-# token up cost a query on every API request; a token found within the last
-# `CAUTERWEB_TOKEN_CACHE_SECONDS` is taken from here instead. A revocation in this process
-# drops its entry at once; another process (the command line, another worker) is obeyed within
-# that many seconds. Unknown keys are never remembered, so a new token works at once.
-_live: dict[str, tuple[ApiToken, datetime]] = {}
-_LIVE_MAX = 1024
+# Live tokens this process has found lately, by key hash, in the local-memory cache `tokens`
+# (settings.CACHES). Looking a token up cost a query on every API request; a token found within
+# the last `CAUTERWEB_TOKEN_CACHE_SECONDS` is taken from the cache instead. A revocation in this
+# process drops its entry at once; another process (the command line, another worker) is obeyed
+# within that many seconds. Unknown keys are never remembered, so a new token works at once. A
+# process-local cache on purpose: a shared one (Redis) would put the broker on the path of every
+# API call.
 
 
-def live_token_cached(key_hash: str, now: datetime) -> ApiToken | None:
-    found = _live.get(key_hash)
+def live_token_cached(key_hash: str) -> ApiToken | None:
+    return caches["tokens"].get(key_hash)
+
+
+def live_token_remember(token: ApiToken) -> None:
     ttl = settings.CAUTERWEB_TOKEN_CACHE_SECONDS
-    if found is None or not timedelta(0) <= now - found[1] < timedelta(seconds=ttl):
-        return None
-    return found[0]
-
-
-def live_token_remember(token: ApiToken, now: datetime) -> None:
-    if settings.CAUTERWEB_TOKEN_CACHE_SECONDS <= 0:
-        return
-    if len(_live) >= _LIVE_MAX:
-        _live.clear()
-    _live[token.key_hash] = (token, now)
+    if ttl > 0:
+        caches["tokens"].set(token.key_hash, token, timeout=ttl)
 
 
 def live_tokens_forget(key_hash: str | None = None) -> None:
     """Forget one token (or all): the next request with it reads the database."""
     if key_hash is None:
-        _live.clear()
+        caches["tokens"].clear()
     else:
-        _live.pop(key_hash, None)
+        caches["tokens"].delete(key_hash)
 
 
 def clean_name(name: str) -> str:
