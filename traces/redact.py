@@ -1,0 +1,158 @@
+"""Secrets redacted on the way in (docs/traces.md, "Secrets"): API keys, tokens, passwords and
+private keys in the commands an agent ran and in what they printed never reach the corpus.
+
+A coding agent's log holds everything its shell saw: `env`, `cat .env`, a `curl -H
+"Authorization: Bearer …"`, a `git remote -v` with a token in the URL. Every text a log reader
+takes (the task, a command, its arguments, its output, its error) passes through `redact`
+before anything is derived from it or stored, so the stored rows, the journal and the API can
+only ever show `[REDACTED:<kind>]`.
+
+The patterns are the published shapes of each provider's credentials (the same ones secret
+scanners such as gitleaks and detect-secrets look for), plus the generic `key = value` shapes
+(`password=`, `"api_key": "…"`, `--token …`, `Authorization:` headers, credentials in a URL).
+No entropy guessing: a commit hash, a UUID or a digest is not a secret and stays readable.
+Pure: no Django.
+"""
+
+import re
+
+# Provider credentials: (kind, pattern), applied in this order: where one shape contains
+# another (an Anthropic key also reads as an OpenAI-style `sk-` key) the first wins.
+_PROVIDERS = (
+    (
+        "private_key",
+        r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:.|\n)*?(?:-----END[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----|$)",
+    ),
+    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9]{2,8}\d{0,2}-[A-Za-z0-9_-]{20,}"),
+    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),
+    (
+        "aws_access_key_id",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}\b",
+    ),
+    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})"),
+    ("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
+    ("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}"),
+    ("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]+"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    ("google_oauth_token", r"\bya29\.[0-9A-Za-z_-]{20,}"),
+    ("google_client_secret", r"\bGOCSPX-[0-9A-Za-z_-]{20,}"),
+    ("stripe_key", r"\b(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}|\bwhsec_[0-9A-Za-z]{20,}"),
+    ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("pypi_token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}"),
+    ("sendgrid_key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+)
+# An `Authorization:` header: the scheme is kept, the credentials go.
+_AUTH_HEADER = (
+    r"(?P<key>\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?"
+    r"(?:(?:bearer|basic|token|digest|apikey)\s+)?)(?P<value>[^\s\"',;]{6,})"
+)
+# A password in a URL: scheme://user:PASSWORD@host.
+_URL_PASSWORD = r"(?P<key>\b[a-z][a-z0-9+.-]*://[^\s:/@\"']*:)(?P<value>[^\s@/\"']{3,})(?=@)"
+# `key = value`, `"key": "value"`, `KEY=value`, `--key value`, `--key=value`; a quoted value
+# is taken to its closing quote (a password may hold spaces).
+_KEY_WORDS = (
+    r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|credentials?|auth[_-]?key)"
+)
+_KEY_VALUE = (
+    r"(?P<key>(?:--|\b)[A-Za-z0-9_.-]*?" + _KEY_WORDS + r"(?-i:[A-Z][a-z]+)?\b"
+    r"(?:[\"']?\s*[:=]\s*|(?<=[a-z])\s+(?=[^\s\"'=:]{8,}))(?P<quote>[\"'])?)"
+    r"(?P<value>(?(quote)[^\"'\n]{3,256}(?=[\"'])|[^\s\"',;&<>(){}\[\]]{3,}))"
+)
+# A MySQL-style password glued to its flag: `mysql -u root -pS3cret`.
+_MYSQL_PASSWORD = r"(?P<key>\b(?:mysql|mysqldump|mariadb)\b[^\n|;&]*?\s-p)(?P<value>[^\s\"']{3,})"
+# Values a `key = value` shape holds that are no secret: references, placeholders, types,
+# numbers (`max_tokens=4096`), and our own mark.
+_NOT_SECRET = re.compile(
+    r"^(?:[$%<{*\[(]|\[REDACTED|(?:none|null|nil|true|false|str|string|int|bytes|optional"
+    r"|required|undefined|xxx+|changeme|example|redacted|hidden|masked|\*+)$|\d+$)",
+    re.IGNORECASE,
+)
+
+
+class _Rule:
+    """One shape of secret: its pattern, and the lower-case fragments without which it cannot
+    match (a text holding none of them is not searched at all, which keeps redaction cheap on
+    the megabytes of ordinary output a log holds)."""
+
+    def __init__(self, kind: str, pattern: str, hints: tuple[str, ...], *, flags=re.IGNORECASE):
+        self.kind = kind
+        self.pattern = re.compile(pattern, flags)
+        self.hints = hints
+        self.keyed = "(?P<value>" in pattern
+
+    def replace(self, match: re.Match) -> str:
+        if not self.keyed:
+            return f"[REDACTED:{self.kind}]"
+        value = match.group("value")
+        if _NOT_SECRET.match(value.strip()):
+            return match.group(0)
+        return match.group("key") + f"[REDACTED:{self.kind}]"
+
+
+_HINTS = {
+    "private_key": ("-----begin",),
+    "anthropic_key": ("sk-ant-",),
+    "openai_key": ("sk-",),
+    "aws_access_key_id": (
+        "akia",
+        "asia",
+        "abia",
+        "acca",
+        "agpa",
+        "aida",
+        "aroa",
+        "aipa",
+        "anpa",
+        "anva",
+        "a3t",
+    ),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab_token": ("glpat-",),
+    "slack_token": ("xox", "xapp-"),
+    "slack_webhook": ("hooks.slack.com",),
+    "google_api_key": ("aiza",),
+    "google_oauth_token": ("ya29.",),
+    "google_client_secret": ("gocspx-",),
+    "stripe_key": ("_live_", "_test_", "whsec_"),
+    "huggingface_token": ("hf_",),
+    "npm_token": ("npm_",),
+    "pypi_token": ("pypi-",),
+    "sendgrid_key": ("sg.",),
+    "jwt": ("eyj",),
+}
+_CASE_SENSITIVE = frozenset({"aws_access_key_id", "google_api_key", "pypi_token", "jwt"})
+RULES = (
+    *(
+        _Rule(kind, pattern, _HINTS[kind], flags=0 if kind in _CASE_SENSITIVE else re.IGNORECASE)
+        for kind, pattern in _PROVIDERS
+    ),
+    _Rule("authorization", _AUTH_HEADER, ("authoriz",)),
+    _Rule("url_password", _URL_PASSWORD, ("://",)),
+    _Rule("secret", _KEY_VALUE, ("pass", "pwd", "secret", "token", "key", "credential")),
+    _Rule("password", _MYSQL_PASSWORD, ("mysql", "mariadb")),
+)
+
+
+def redact(text: str) -> str:
+    """The text with every secret a rule recognises replaced by `[REDACTED:<kind>]`."""
+    if not text:
+        return text
+    lowered = text.lower()
+    for rule in RULES:
+        if any(hint in lowered for hint in rule.hints):
+            text = rule.pattern.sub(rule.replace, text)
+    return text
+
+
+def redact_value(value: object) -> object:
+    """Every string inside a JSON value redacted (keys included: a secret can be a key)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    if isinstance(value, dict):
+        return {redact(k) if isinstance(k, str) else k: redact_value(v) for k, v in value.items()}
+    return value
