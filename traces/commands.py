@@ -152,9 +152,13 @@ _FILE_VERBS = {"remove": "delete", "open": "read", "view": "read", "move": "rena
 _TOOL_VERB = re.compile(
     r"(read|write|edit|create|delete|search|list|replace|glob|grep|fetch)", re.I
 )
+# Coding agents' editing tools whose names say no verb.
+_EDIT_TOOLS = frozenset({"apply_patch", "str_replace_editor", "str_replace_based_edit_tool"})
 _HTTP_TOOLS = frozenset({"webfetch", "fetch", "http_request", "http", "requests", "fetch_url"})
 _FILE_TOOL = re.compile(r"file|dir|editor|path")
 _EDITOR_TOOLS = frozenset({"read", "write", "edit", "multiedit", "glob", "grep", "notebookedit"})
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+_SHELL_C = frozenset({"-c", "-lc", "-cl", "-ic"})
 _SEGMENT = re.compile(r"\s*(?:&&|\|\||;|\|(?!\|)|\n)\s*")
 
 
@@ -194,6 +198,10 @@ def split_commands(text: str) -> list[list[str]]:
             argv = segment.split()
         while argv and (argv[0] in _WRAPPERS or re.match(r"^\w+=", argv[0])):
             argv = argv[1:]
+        if len(argv) > 2 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] in _SHELL_C:
+            # `bash -lc "cd x && git push"`, as Codex runs every command: the script inside.
+            out.extend(split_commands(argv[2]))
+            continue
         if argv and argv[0] == "timeout" and len(argv) > 2:
             argv = argv[2:]
         if argv and argv[0] not in _SKIP:
@@ -288,6 +296,8 @@ def tool_operation(tool: str) -> str | None:
     """An operation named by a structured tool (`read_file` → `file.read`, Claude Code's
     `Edit` → `file.edit`, `WebFetch` → `http.request`), or None for any other tool."""
     name = tool.lower()
+    if name in _EDIT_TOOLS:
+        return "file.edit"
     if name in _HTTP_TOOLS:
         return "http.request"
     if not (_FILE_TOOL.search(name) or name in _EDITOR_TOOLS):

@@ -201,6 +201,29 @@ RULES: tuple[ErrorRule, ...] = (
         "docker_daemon_unavailable",
         r"cannot connect to the docker daemon|is the docker daemon running",
     ),
+    # Coding agents: a call the user, a permission rule or the sandbox refused, and the
+    # agents' own words for a command they stopped waiting for.
+    _rule(
+        "agent.tool_refused",
+        "tool_refused",
+        r"doesn't want to proceed with this tool use|tool use was rejected|permission to use \w+ has been denied"
+        r"|\brejected by (?:the )?user\b|\buser rejected\b|\bexec command rejected\b|\bpatch rejected\b",
+    ),
+    _rule("agent.sandbox_denied", "sandbox_denied", r"\bfailed in sandbox\b|\bsandbox denied\b"),
+    _rule(
+        "agent.command_timeout",
+        "timeout",
+        r"\bno new output after \d+ seconds|\bwas cancelled because it took more than \d+ seconds"
+        r"|\btook too long to (?:execute|complete)\b",
+    ),
+    # Test runners' summaries of a failed run: pytest, unittest, jest/vitest, go, cargo, mocha.
+    _rule(
+        "test.failed",
+        "test_failed",
+        r"^=+ .*\b\d+ failed\b|^FAILED \(failures=\d+|^FAILED \(errors=\d+|^Tests?:\s+\d+ failed\b"
+        r"|^--- FAIL: |^FAIL\s+\S+\s+[\d.]+s$|^test result: FAILED\b|^\s*\d+ failing$",
+        _I | _M,
+    ),
     _rule("test.assertion", "assertion_failed", r"\bAssertionError\b|\bassertion failed\b"),
     _rule(
         "db.lock_timeout",
