@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from . import jsonl
 from .model import RecordError, iso_time, trajectory_id
-from .session_log import SessionLog
+from .session_log import SessionLog, file_name
 
 FORMAT = "claude-code"
 RECORD_TYPES = frozenset(
@@ -75,7 +75,7 @@ class _Reader:
             agent = record.get("agentId") if path.parent.name == "subagents" else None
             tid = trajectory_id("claude", f"{session}-agent-{agent}" if agent else session)
             self.log = SessionLog(
-                fmt=FORMAT, id=tid, session_id=sid or session, source={"file": self.name}
+                fmt=FORMAT, id=tid, session_id=sid or session, source={"file": file_name(self.name)}
             )
             self.first_line = number
         self.last_line = number

@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 from . import jsonl
 from .model import RecordError, iso_time, trajectory_id
-from .session_log import SessionLog
+from .session_log import SessionLog, file_name
 
 FORMAT = "codex"
 ROLLOUT_TYPES = frozenset(
@@ -137,7 +137,7 @@ class _Reader:
                 fmt=FORMAT,
                 id=trajectory_id("codex", session),
                 session_id=session,
-                source={"file": self.name},
+                source={"file": file_name(self.name)},
             )
             self.lines[0] = number
         self.lines[1] = number

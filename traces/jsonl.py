@@ -1,6 +1,7 @@
 """Lines of a JSON Lines log read one at a time from a binary stream, each decoded on its own
 (a bad line names its file and number; the lines around it are not held). Pure."""
 
+import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -12,6 +13,7 @@ from .model import RecordError
 # would let one line take the memory the rest of the import is careful not to.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1024 * 1024
+_POSITION = re.compile(r": line \d+ column (\d+) \(char \d+\)")
 
 
 def where(name: str, number: int) -> str:
@@ -39,13 +41,18 @@ def objects(stream: BinaryIO, name: str, errors: list[RecordError]) -> Iterator[
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            errors.append(RecordError(where(name, number), "", f"not valid JSON: {exc}"))
+            errors.append(RecordError(where(name, number), "", f"not valid JSON: {_reason(exc)}"))
             continue
-        # orjson's message says where, and quotes nothing of the line: no secret in an error.
         if not isinstance(value, dict):
             errors.append(RecordError(where(name, number), "", "each line must be a JSON object"))
             continue
         yield number, value
+
+
+def _reason(exc: orjson.JSONDecodeError) -> str:
+    """orjson's message without its own line number (always 1: it saw one line); it quotes
+    nothing of the line, so no secret of it reaches an error."""
+    return _POSITION.sub(r" (column \1)", str(exc))
 
 
 def text_of(content: object) -> str:

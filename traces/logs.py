@@ -17,6 +17,7 @@ import orjson
 
 from . import claude_code, codex, jsonl, openhands, swe_agent
 from .model import RecordError, TraceRejected
+from .session_log import file_name
 from .sources import DEFAULT_LIMITS, Limits, Member, members
 
 FORMATS = (
@@ -156,7 +157,7 @@ def _openhands_document(stream, name: str, errors: list[RecordError]):
         if events and isinstance(events[0].get("id"), int)
         else events,
         session_id=str(extras.get("instance_id") or PurePosixPath(name).stem),
-        source={"file": name},
+        source={"file": file_name(name)},
         task=str(extras.get("instruction") or ""),
         error=str(extras.get("error") or ""),
     )
@@ -170,14 +171,16 @@ def _openhands_lines(stream, name: str, errors: list[RecordError]):
             yield openhands.session(
                 record["history"],
                 session_id=str(record.get("instance_id") or f"{PurePosixPath(name).stem}-{number}"),
-                source={"file": name, "lines": [number, number]},
+                source={"file": file_name(name), "lines": [number, number]},
                 task=str(record.get("instruction") or ""),
                 error=str(record.get("error") or ""),
             )
         elif openhands.is_event(record):
             events.append(record)
     if events:
-        yield openhands.session(events, session_id=PurePosixPath(name).stem, source={"file": name})
+        yield openhands.session(
+            events, session_id=PurePosixPath(name).stem, source={"file": file_name(name)}
+        )
 
 
 def _reader(fmt: str, head: bytes) -> Callable:
@@ -254,7 +257,7 @@ class _EventGroups:
             events = sorted(self.events, key=openhands.event_order)
             session = PurePosixPath(self.key).name or "session"
             yield openhands.session(
-                events, session_id=session, source={"directory": self.key, "events": len(events)}
+                events, session_id=session, source={"directory": session, "events": len(events)}
             )
         self.key, self.events = "", []
 

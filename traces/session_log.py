@@ -23,6 +23,7 @@ four things — the task, a tool call, a tool result, the end — so the rules b
 """
 
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from . import commands, limits_log, model
 from .derive import DERIVATION_VERSION, Because, StepAtoms, derive_step, error_atoms
@@ -195,6 +196,13 @@ class SessionLog:
             "meta": meta,
         }
         return limits_log.fit_meta(trajectory)
+
+
+def file_name(name: str) -> str:
+    """The name a trajectory keeps of its file: the last part of its path, whether it was read
+    from a directory, an archive or an upload, so the same log imports to the same content
+    wherever it was read from (the import is idempotent)."""
+    return PurePosixPath(name.replace(":", "/").replace("\\", "/")).name
 
 
 def _is_an_answer(step: dict, exit_code: int | None) -> bool:

@@ -27,7 +27,7 @@ import ijson
 
 from . import jsonl
 from .model import RecordError, trajectory_id
-from .session_log import SessionLog
+from .session_log import SessionLog, file_name
 
 FORMAT = "swe-agent"
 MINI_FORMAT = "mini-swe-agent"
@@ -96,7 +96,7 @@ def _name(name: str) -> str:
 
 def read(stream: BinaryIO, name: str, errors: list[RecordError], fmt: str) -> Iterator[dict]:
     hashing = _Hashing(stream)
-    log = SessionLog(fmt=fmt, id="", session_id=_name(name), source={"file": name})
+    log = SessionLog(fmt=fmt, id="", session_id=_name(name), source={"file": file_name(name)})
     try:
         if fmt == FORMAT:
             _swe_agent(hashing, log)

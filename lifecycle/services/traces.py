@@ -10,15 +10,26 @@ derived there, for every trajectory that arrives without one.
 (tool spans before the agent span that contains them): the spans of a session already stored
 are merged with the new ones and the session is rebuilt from all of them, so a later batch
 completes a trajectory instead of conflicting with it.
+
+`import_logs` is the other way in: coding agents' own session logs (Claude Code, Codex CLI,
+OpenHands, SWE-agent) from a file, a directory tree or an archive, streamed through the same
+corpus import.
 """
 
+import io
 import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
 
+import orjson
 from django.db import transaction
 
-from traces import openinference, otlp
+from traces import logs, openinference, otlp
 from traces.detect import parse
+from traces.logs import LogRead
 from traces.model import RecordError, TraceRejected
+from traces.sources import DEFAULT_LIMITS, Limits, container_of
 
 from ..metrics import Registry, load_registry
 from ..models import Trajectory
@@ -26,6 +37,7 @@ from ..states import Actor
 from ..validation import ImportRejected, ImportResult
 from .corpus import import_corpus
 
+HEAD_BYTES = 256 * 1024
 SPAN_PARSERS = {"otlp": otlp.parse_json, "openinference": openinference.parse_json}
 
 
@@ -99,3 +111,79 @@ def _merged(trajectories: list[dict]) -> tuple[list[dict], set[str]]:
         out += rebuilt
         stale |= {t.id for t in stored} - {t["id"] for t in rebuilt}
     return out, stale
+
+
+@dataclass
+class LogImport:
+    """What importing coding-agent logs did: the corpus import's counts, and the files read
+    and skipped (not a log this import reads)."""
+
+    result: ImportResult
+    files: int
+    skipped: list[tuple[str, str]]
+
+
+def is_agent_log(source: Path | bytes, *, fmt: str | None = None) -> bool:
+    """Whether a source is read as coding-agent logs (a tree, an archive of them, or a log
+    file) rather than as one trace export (docs/traces.md): an Inspect `.eval` is a zip too,
+    and an OTLP export is JSON too, so the bytes decide, not the name."""
+    if fmt is not None:
+        return fmt in logs.FORMATS
+    if isinstance(source, Path) and source.is_dir():
+        return True
+    head = _head(source)
+    kind = container_of(head, "")
+    if kind == "zip":
+        return not _is_inspect_log(source)
+    return kind is not None or logs.detect(head) is not None
+
+
+def _head(source: Path | bytes) -> bytes:
+    if isinstance(source, bytes):
+        return source[:HEAD_BYTES]
+    with open(source, "rb") as handle:
+        return handle.read(HEAD_BYTES)
+
+
+def _is_inspect_log(source: Path | bytes) -> bool:
+    try:
+        with zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source) as zf:
+            return "header.json" in zf.namelist()
+    except zipfile.BadZipFile:
+        return False
+
+
+def import_logs(
+    source: Path | bytes,
+    *,
+    fmt: str | None = None,
+    name: str = "",
+    replace: bool = False,
+    actor: Actor | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    keep_ids: bool = False,
+) -> LogImport:
+    """Coding agents' session logs into the corpus, streamed: each session is read, derived
+    and redacted as its file streams by (`traces.logs`) and handed to the corpus import a
+    chunk at a time, in one transaction. Any bad file or line, any refused archive member:
+    TraceRejected naming them, and nothing is written."""
+    found = LogRead()
+    where: list[str] = []
+
+    def lines():
+        for trajectory in logs.read(source, fmt=fmt, name=name, limits=limits, found=found):
+            where.append(f"{_file_of(trajectory)} (trajectory {trajectory['id']})")
+            yield orjson.dumps(trajectory)
+
+    try:
+        result = import_corpus(lines(), replace=replace, actor=actor, keep_ids=keep_ids)
+    except ImportRejected as exc:
+        raise TraceRejected(
+            [RecordError(where[e.line - 1], e.field, e.message) for e in exc.errors]
+        ) from None
+    return LogImport(result, found.files, found.skipped)
+
+
+def _file_of(trajectory: dict) -> str:
+    source = trajectory["meta"]["source"]
+    return str(source.get("file") or source.get("directory") or "?")
