@@ -171,6 +171,10 @@ def error_atoms(texts: list[tuple[str, str]]) -> tuple[list[str], list[Because]]
     if "error:module_not_found" in classes:
         # "ImportError: No module named x" is the module failure, not a broken import.
         reasons = [r for r in reasons if r.atom != "error:import_error"]
+    if "error:test_failed" in classes and len(classes - {"error:test_failed"}) > 0:
+        # A test run's summary says only that tests failed; a text that also says why (a
+        # timeout, a missing module) has that failure mode.
+        reasons = [r for r in reasons if r.atom != "error:test_failed"]
     atoms = list(dict.fromkeys(r.atom for r in reasons))
     return atoms, reasons
 

@@ -50,6 +50,8 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+# A request body or an upload is tens of megabytes: what it may expand to when it is an archive.
+REQUEST_LIMITS = Limits(max_total_bytes=1024**3, max_member_bytes=512 * 1024**2)
 
 
 class ArchiveRefused(TraceRejected):
