@@ -188,6 +188,9 @@ def reads_as_command(text: str, action: str) -> bool:
 
 def split_commands(text: str) -> list[list[str]]:
     """The simple commands of a shell line (`cd x && git push` → two), each as argv."""
+    script = _shell_script(text)
+    if script is not None:
+        return split_commands(script)
     out = []
     for segment in _SEGMENT.split(text.strip()):
         if not segment:
@@ -198,15 +201,25 @@ def split_commands(text: str) -> list[list[str]]:
             argv = segment.split()
         while argv and (argv[0] in _WRAPPERS or re.match(r"^\w+=", argv[0])):
             argv = argv[1:]
-        if len(argv) > 2 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] in _SHELL_C:
-            # `bash -lc "cd x && git push"`, as Codex runs every command: the script inside.
-            out.extend(split_commands(argv[2]))
-            continue
         if argv and argv[0] == "timeout" and len(argv) > 2:
             argv = argv[2:]
         if argv and argv[0] not in _SKIP:
             out.append(argv)
     return out
+
+
+def _shell_script(text: str) -> str | None:
+    """The script of `bash -lc "cd x && git push"` (how Codex runs every command), or None."""
+    words = text.split(None, 1)
+    if not words or (not words[0].startswith(tuple(_SHELLS)) and "/" not in words[0]):
+        return None
+    try:
+        argv = shlex.split(text)
+    except ValueError:
+        return None
+    if len(argv) == 3 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] in _SHELL_C:
+        return argv[2]
+    return None
 
 
 def _subcommand(argv: list[str], start: int = 1) -> str:

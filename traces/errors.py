@@ -168,7 +168,8 @@ RULES: tuple[ErrorRule, ...] = (
     _rule(
         "shell.command_not_found",
         "command_not_found",
-        r"\bcommand not found\b|is not recognized as an internal or external command|executable file not found in \$PATH",
+        r"\bcommand not found\b|is not recognized as an internal or external command|executable file not found in \$PATH"
+        r"|^\S*sh: (?:line )?(?:\d+: )?[\w./-]+: not found$",
     ),
     # package managers
     _rule(
@@ -215,6 +216,12 @@ RULES: tuple[ErrorRule, ...] = (
         "timeout",
         r"\bno new output after \d+ seconds|\bwas cancelled because it took more than \d+ seconds"
         r"|\btook too long to (?:execute|complete)\b",
+    ),
+    _rule(
+        "agent.limits_exceeded",
+        "limits_exceeded",
+        r"\bexit_(?:cost|context|total_execution_time)\b|\bLimitsExceeded\b|\berror_max_turns\b"
+        r"|\breached maximum (?:iteration|iterations|steps|turns)\b|\bmaximum iteration\b",
     ),
     # Test runners' summaries of a failed run: pytest, unittest, jest/vitest, go, cargo, mocha.
     _rule(
@@ -315,6 +322,9 @@ FAILURE_MARKERS = re.compile(
     r"|^HTTP/\d(?:\.\d)?\s+[45]\d\d\b"
     r"|^FAILED\b|^=+ .*\b\d+ (?:failed|errors?)\b"
     r"|\bcommand not found\b"
-    r"|\bError response from daemon\b",
+    r"|\bError response from daemon\b"
+    # Coding agents' harnesses stopping a command.
+    r"|\bwas cancelled because it took more than \d+ seconds|\btimed out and has been killed\b"
+    r"|^Command timed out after\b",
     _M,
 )

@@ -14,8 +14,8 @@ four things — the task, a tool call, a tool result, the end — so the rules b
   between are the fix (none: it was retried as it was). That pairing is what an extractor
   learns a rule from (`meta["recoveries"]`).
 - **Kind**: `failure` when the agent's own end says so (an error status, limits exceeded) or a
-  failed step was never recovered — except a look-around (`ls`, `cat`, a read, a search) that
-  failed and was left behind; `near_miss` when every failed step was recovered; `success` when
+  failed step was never recovered — its last try failed — except a look-around (`ls`, `cat`,
+  a read, a search) that failed and was left behind; `near_miss` when every failed step was recovered; `success` when
   no step failed.
 - **Signature**: a failure carries the atoms of the step it never got past (the first
   unrecovered one), a near miss those of its first failed step, a success every tool and
@@ -160,7 +160,9 @@ class SessionLog:
         derived = [s.atoms or StepAtoms([], [], False) for s in self._steps]
         found = recoveries(steps, derived)
         unrecovered = [i for i, d in enumerate(derived) if d.failed and i not in found]
-        decisive = [i for i in unrecovered if not _looked_around(derived[i])]
+        decisive = [
+            i for i in unrecovered if not _looked_around(derived[i]) and _last_try(i, derived)
+        ]
         kind, deciding = _kind(self.end_failed, derived, decisive)
         signature, reasons = _signature(kind, deciding, derived, self.end_message)
         return self._build(kind, steps, signature, reasons, found, unrecovered)
@@ -224,6 +226,13 @@ def _key(atoms: StepAtoms) -> str:
 def _looked_around(atoms: StepAtoms) -> bool:
     key = _key(atoms)
     return key.startswith("action:") and key.partition(":")[2] in LOOK_AROUND
+
+
+def _last_try(index: int, derived: list[StepAtoms]) -> bool:
+    """Whether no later step ran the failed step's action again: a failure tried again and
+    failing otherwise is decided by the later try (the one the session never got past)."""
+    key = _key(derived[index])
+    return not any(key in d.atoms for d in derived[index + 1 :])
 
 
 def recoveries(steps: list[dict], derived: list[StepAtoms]) -> dict[int, dict]:
