@@ -64,10 +64,12 @@ _KEY_VALUE = (
 # A MySQL-style password glued to its flag: `mysql -u root -pS3cret`.
 _MYSQL_PASSWORD = r"(?P<key>\b(?:mysql|mysqldump|mariadb)\b[^\n|;&]*?\s-p)(?P<value>[^\s\"']{3,})"
 # Values a `key = value` shape holds that are no secret: references, placeholders, types,
-# numbers (`max_tokens=4096`), and our own mark.
+# numbers (`max_tokens=4096`), code, and our own mark.
 _NOT_SECRET = re.compile(
     r"^(?:[$%<{*\[(]|\[REDACTED|(?:none|null|nil|true|false|str|string|int|bytes|optional"
-    r"|required|undefined|xxx+|changeme|example|redacted|hidden|masked|\*+)$|\d+$)",
+    r"|required|undefined|xxx+|changeme|example|redacted|hidden|masked|\*+)$|\d+$"
+    # an attribute of code (`os.environ`, `settings.API_KEY`), not a value
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$)",
     re.IGNORECASE,
 )
 

@@ -188,8 +188,8 @@ def _tree(root: Path, budget: _Budget) -> Iterator[Member]:
                     relative, "is not a regular file (a device, pipe or socket): refused"
                 )
             with open(path, "rb") as handle:
-                raw = _Counted(handle, relative, budget)
-                yield from _open(_stream(raw), relative, budget, 0, path=path)
+                raw = _Counted(handle, str(path), budget)
+                yield from _open(_stream(raw), str(path), budget, 0, path=path)
 
 
 def _open(stream: BinaryIO, name: str, budget: _Budget, depth: int, path: Path | None = None):
