@@ -248,13 +248,13 @@ def recoveries(steps: list[dict], derived: list[StepAtoms]) -> dict[int, dict]:
             if derived[j].failed or key not in derived[j].atoms:
                 continue
             between = [k for k in range(i + 1, j) if not derived[k].failed]
-            actions = [_key(derived[k]) for k in between]
+            actions = [a for k in between for a in derived[k].atoms if a.startswith("action:")]
             found[i] = {
                 "step": i,
                 "atoms": _failure_atoms(atoms),
                 "retry_step": j,
                 "fix_steps": between,
-                "fix_actions": list(dict.fromkeys(a for a in actions if a.startswith("action:"))),
+                "fix_actions": list(dict.fromkeys(actions)),
                 "fix_commands": [steps[k]["input"][:200] for k in between][:10],
                 "how": "fixed" if between else "retried",
             }
