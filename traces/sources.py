@@ -46,7 +46,7 @@ class Limits:
     max_nesting: int = 3
     max_depth: int = 64
     # Ratios are judged once this much has come out: a tiny file compresses oddly.
-    ratio_floor: int = 1024 * 1024
+    ratio_floor: int = 64 * 1024
 
 
 DEFAULT_LIMITS = Limits()

@@ -16,7 +16,8 @@ Other formats (`openinference`, `langfuse`, `inspect`) are JSON bodies (or an In
 zip) with `?format=`. Coding agents' own logs (`claude-code`, `codex`, `openhands`,
 `swe-agent`, `mini-swe-agent`) are posted as the file itself (JSON Lines or JSON), or as a
 `.tar.gz`/`.zip` of many (`application/gzip`, `application/zip`); the format of each file is
-detected, secrets are redacted, and an archive is read within the limits of `traces.sources`. Agent token auth like every write; bad input is a 4xx JSON error naming
+detected, secrets are redacted, and an archive is read within the limits of `traces.sources`.
+`?name=` gives the file's name (a log names its session from it, as the command line does). Agent token auth like every write; bad input is a 4xx JSON error naming
 each bad record, and nothing is written.
 """
 
@@ -77,7 +78,13 @@ def _export_response(result) -> HttpResponse:
         }
     },
 )
-def post_traces(request, format: str | None = None, replace: bool = False, merge: bool = True):
+def post_traces(
+    request,
+    format: str | None = None,
+    replace: bool = False,
+    merge: bool = True,
+    name: str = "body",
+):
     content_type = request.content_type or ""
     if not request.body:
         raise ApiError(400, "the body is empty")
@@ -95,7 +102,7 @@ def post_traces(request, format: str | None = None, replace: bool = False, merge
         result = import_logs(
             body,
             fmt=format,
-            name="body",
+            name=name[:255],
             replace=replace,
             actor=request_actor(request),
             limits=REQUEST_LIMITS,

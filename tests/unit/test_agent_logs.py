@@ -184,7 +184,12 @@ def test_swe_agent_trajectories_are_streamed_and_judged_by_their_exit_status(eve
 def test_mini_swe_agent_in_both_versions(everything):
     ids = [i for i in everything if i.startswith("mini-swe-agent-")]
     v1 = next(everything[i] for i in ids if "django" in i)
-    assert v1["kind"] == "near_miss" and [s.get("exit_code") for s in v1["steps"]] == [1, 0, 0, None]
+    assert v1["kind"] == "near_miss" and [s.get("exit_code") for s in v1["steps"]] == [
+        1,
+        0,
+        0,
+        None,
+    ]
     v2 = next(everything[i] for i in ids if "flask" in i)
     assert v2["kind"] == "failure" and v2["outcome"]["summary"] == "exit status: LimitsExceeded"
     assert "error:timeout" in v2["steps"][1]["atoms"]

@@ -54,9 +54,7 @@ class Command(JsonCommand):
 
     def _logs(self, path: Path, options) -> None:
         limits = Limits(max_total_bytes=options["max_bytes"])
-        done = import_logs(
-            path, fmt=options["format"], replace=options["replace"], limits=limits
-        )
+        done = import_logs(path, fmt=options["format"], replace=options["replace"], limits=limits)
         for name, why in done.skipped[:SKIPPED_SHOWN]:
             self.stderr.write(f"skipped {name}: {why}")
         if len(done.skipped) > SKIPPED_SHOWN:
