@@ -328,3 +328,70 @@ FAILURE_MARKERS = re.compile(
     r"|^Command timed out after\b",
     _M,
 )
+
+
+# ---- One pass to find which rules may match -------------------------------------------------
+# A failed step's text is searched by every rule above; Python's engine scans it once per rule
+# (about 10 ms for 3 KB of output, a transcript's cost many times over). RE2 reads every rule
+# in one linear pass (`re2.Set`), so only the rules it finds are run by `re` — for their match
+# and for the exact semantics: a rule with a look-around is given to RE2 without it (RE2 has
+# none), which matches at least where the rule does, and `re` decides.
+
+_LOOKAROUND = re.compile(r"\(\?<?[=!]")
+
+
+def without_lookarounds(pattern: str) -> str:
+    """A pattern with its look-arounds dropped: for RE2, which has none; it matches at least
+    wherever the original does."""
+    out, i = [], 0
+    while i < len(pattern):
+        found = _LOOKAROUND.match(pattern, i)
+        if not found or (i and pattern[i - 1] == "\\"):
+            out.append(pattern[i])
+            i += 1
+            continue
+        depth, j = 0, i
+        while j < len(pattern):
+            if pattern[j] == "\\":
+                j += 2
+                continue
+            depth += {"(": 1, ")": -1}.get(pattern[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        i = j
+    return "".join(out)
+
+
+def _re2_text(pattern: re.Pattern) -> str:
+    # Always multi-line: `^` and `$` then match wherever Python's would, and more (Python's
+    # `$` also matches before a last line break, RE2's only with `m`).
+    flags = ("i" if pattern.flags & re.IGNORECASE else "") + "m"
+    return f"(?{flags})" + without_lookarounds(pattern.pattern)
+
+
+SCREENED = (
+    *((r.name, r.pattern) for r in (*RULES, *HTTP_STATUS, *HTTP_PHRASE_ONLY)),
+    ("exception", EXCEPTION),
+    ("errno", ERRNO_PATTERN),
+    ("failure_markers", FAILURE_MARKERS),
+)
+
+
+def _screen():
+    import re2
+
+    screen = re2.Set.SearchSet(re2.Options())
+    for _, pattern in SCREENED:
+        screen.Add(_re2_text(pattern))
+    screen.Compile()
+    return screen
+
+
+_SCREEN = _screen()
+
+
+def candidates(text: str) -> frozenset[str]:
+    """The names of the patterns (`SCREENED`) that may match `text`: a superset of those that
+    do, found in one pass."""
+    return frozenset(SCREENED[i][0] for i in _SCREEN.Match(text) or ())

@@ -270,3 +270,25 @@ def test_a_long_session_is_cut_to_its_bounds_and_says_so():
     assert len(session["steps"][0]["output"]) < 4_100
     assert len(json.dumps(session["meta"]).encode()) <= 60 * 1024
     assert io.BytesIO(body).read(1)  # the body itself was never changed
+
+
+def test_the_one_pass_screen_never_misses_a_rule_that_matches(everything):
+    # errors.candidates must be a superset of the rules `re` matches, or an atom would be lost.
+    from traces import errors
+
+    texts = [
+        s.get(k) or "" for t in everything.values() for s in t["steps"] for k in ("output", "error")
+    ]
+    texts += [
+        "sh: 1: tsc: not found\n",
+        "Disk quota exceeded (not a rate limit)",
+        "Permission denied (publickey).",
+        "exit status 404 but HTTP/1.1 404 Not Found",
+        "requests.exceptions.ReadTimeout: HTTPSConnectionPool read timed out",
+        'ERROR: relation "users" does not exist\n[Errno 111] Connection refused',
+    ]
+    for text in texts:
+        may = errors.candidates(text)
+        for name, pattern in errors.SCREENED:
+            if pattern.search(text):
+                assert name in may, (name, text[:80])
