@@ -19,6 +19,7 @@ corpus import.
 import io
 import json
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from traces.logs import LogRead
 from traces.model import RecordError, TraceRejected
 from traces.sources import DEFAULT_LIMITS, Limits, container_of
 
+from .. import journal
+from ..journal import EventType
 from ..metrics import Registry, load_registry
 from ..models import Trajectory
 from ..states import Actor
@@ -38,6 +41,8 @@ from ..validation import ImportRejected, ImportResult
 from .corpus import import_corpus
 
 HEAD_BYTES = 256 * 1024
+# Sessions handed to the corpus import at once: a bounded amount of memory, however many.
+BATCH_BYTES = 8 * 1024 * 1024
 SPAN_PARSERS = {"otlp": otlp.parse_json, "openinference": openinference.parse_json}
 
 
@@ -164,24 +169,51 @@ def import_logs(
     keep_ids: bool = False,
 ) -> LogImport:
     """Coding agents' session logs into the corpus, streamed: each session is read, derived
-    and redacted as its file streams by (`traces.logs`) and handed to the corpus import a
-    chunk at a time, in one transaction. Any bad file or line, any refused archive member:
-    TraceRejected naming them, and nothing is written."""
+    and redacted as its file streams by (`traces.logs`), and the sessions go to the corpus
+    import a batch of about BATCH_BYTES at a time — a session is a large row, and the corpus
+    import's chunks count rows — all in one transaction. Any bad file or line, any refused
+    archive member, any conflict: TraceRejected naming every one, and nothing is written."""
     found = LogRead()
-    where: list[str] = []
-
-    def lines():
-        for trajectory in logs.read(source, fmt=fmt, name=name, limits=limits, found=found):
-            where.append(f"{_file_of(trajectory)} (trajectory {trajectory['id']})")
-            yield orjson.dumps(trajectory)
-
-    try:
-        result = import_corpus(lines(), replace=replace, actor=actor, keep_ids=keep_ids)
-    except ImportRejected as exc:
-        raise TraceRejected(
-            [RecordError(where[e.line - 1], e.field, e.message) for e in exc.errors]
-        ) from None
+    result = ImportResult()
+    errors: list[RecordError] = []
+    with transaction.atomic():
+        for batch, where in _batches(
+            logs.read(source, fmt=fmt, name=name, limits=limits, found=found)
+        ):
+            try:
+                part = import_corpus(batch, replace=replace, keep_ids=keep_ids)
+            except ImportRejected as exc:
+                errors += [RecordError(where[e.line - 1], e.field, e.message) for e in exc.errors]
+                continue
+            result.created += part.created
+            result.unchanged += part.unchanged
+            result.updated += part.updated
+            result.ids += part.ids
+        if errors:
+            raise TraceRejected(errors)
+        if actor is not None and (result.created or result.updated):
+            journal.write(
+                type=EventType.CORPUS_IMPORTED,
+                actor=actor,
+                evidence={**result.as_dict(), "replace": replace},
+            )
     return LogImport(result, found.files, found.skipped)
+
+
+def _batches(trajectories) -> Iterator[tuple[list[bytes], list[str]]]:
+    """The sessions as corpus lines, a batch of at most BATCH_BYTES (or one session) at a
+    time, with where each came from."""
+    batch, where, size = [], [], 0
+    for trajectory in trajectories:
+        line = orjson.dumps(trajectory)
+        if batch and size + len(line) > BATCH_BYTES:
+            yield batch, where
+            batch, where, size = [], [], 0
+        batch.append(line)
+        where.append(f"{_file_of(trajectory)} (trajectory {trajectory['id']})")
+        size += len(line)
+    if batch:
+        yield batch, where
 
 
 def _file_of(trajectory: dict) -> str:

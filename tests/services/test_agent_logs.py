@@ -212,3 +212,24 @@ def test_no_secret_survives_in_stored_rows_the_journal_or_the_api(client, agent_
     for secret in SECRETS:
         assert secret not in stored and secret not in journal and secret not in shown
     assert "[REDACTED:github_token]" in stored and "[REDACTED:openai_key]" in stored
+
+
+def test_batches_of_sessions_are_one_import_all_or_nothing(monkeypatch, tmp_path):
+    # Each session its own batch: still one transaction, every conflict named, nothing written.
+    from lifecycle.services import traces as service
+
+    monkeypatch.setattr(service, "BATCH_BYTES", 1)
+    assert run(str(FIXTURES))[0] == {"created": SESSIONS, "unchanged": 0, "updated": 0}
+    changed = tmp_path / "logs"
+    changed.mkdir()
+    for name in ("0b7f0a52-5a2e-4f2b-9d0e-3c1a2b4c5d6e", "9a3e5f10-2c7b-4d88-a1e6-5b0f4c3d2e71"):
+        text = (FIXTURES / "claude" / "-home-ana-shop" / f"{name}.jsonl").read_text()
+        (changed / f"{name}.jsonl").write_text(text.replace("2.0.30", "2.0.31"))
+    (changed / "new.jsonl").write_text(
+        json.dumps({"type": "user", "sessionId": "new-one", "message": {"content": "hello"}}) + "\n"
+    )
+    with pytest.raises(CommandError) as caught:
+        run(str(changed))
+    assert str(caught.value).count("already stored with other content") == 2
+    assert not Trajectory.objects.filter(pk="claude-new-one").exists()
+    assert Trajectory.objects.count() == SESSIONS

@@ -111,3 +111,12 @@ def test_a_family_without_recoveries_or_sessions_proposes_nothing(logs_imported,
 def test_a_viewer_cannot_have_a_rule_proposed(logs_imported, viewer_client):
     assert viewer_client.post("/corpus/families/propose/", {"family": PUSH}).status_code == 403
     assert not Rule.objects.exists()
+
+
+def test_the_command_line_proposes_from_a_family_too(logs_imported):
+    out = StringIO()
+    call_command("extract_candidates", "--family", PUSH, stdout=out)
+    assert (
+        "[recovery] openhands-a3f9c2e1b7d04e58 (global): when git push fails with" in out.getvalue()
+    )
+    assert Rule.objects.get().provenance["support"] == "2/3"
