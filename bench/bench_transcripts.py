@@ -144,16 +144,29 @@ def _child(database: str, directory: Path) -> dict:
 
 
 def _fresh_database(base: str, tmp: Path, tag: str) -> str:
+    """A database of its own for one size: a SQLite file, or `<the given database>_<size>`
+    created afresh beside the one DATABASE_URL names (and dropped by `_drop`)."""
     if not base:
         return f"sqlite:///{tmp / f'bench-{tag}.sqlite3'}"
+    root, name = base.rsplit("/", 1)
+    _admin(root, f'DROP DATABASE IF EXISTS "{name}_{tag}"', f'CREATE DATABASE "{name}_{tag}"')
+    return f"{root}/{name}_{tag}"
+
+
+def _drop(url: str) -> None:
+    if url.startswith("postgres"):
+        root, name = url.rsplit("/", 1)
+        _admin(root, f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def _admin(root: str, *statements: str) -> None:
     import psycopg
 
-    name = f"cw_bench_transcripts_{tag}"
-    admin = base.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin.replace("postgres://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return base.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(
+        f"{root}/postgres".replace("postgres://", "postgresql://", 1), autocommit=True
+    ) as conn:
+        for statement in statements:
+            conn.execute(statement)
 
 
 def _load() -> str:
@@ -188,7 +201,10 @@ def main() -> None:
                 )
                 continue
             database = _fresh_database(base, tmp, str(size))
-            figures = _child(database, folder)
+            try:
+                figures = _child(database, folder)
+            finally:
+                _drop(database)
             print(
                 f"{lines:>9,} lines ({megabytes:,.0f} MB): import {figures['wall']:.2f} s wall, "
                 f"{figures['cpu']:.2f} s CPU — {lines / figures['wall']:,.0f} lines/s wall, "

@@ -5,6 +5,7 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
+import ijson
 import orjson
 
 from .model import RecordError
@@ -74,3 +75,26 @@ def text_of(content: object) -> str:
     if isinstance(content, dict):
         return text_of(content.get("text") or content.get("content"))
     return ""
+
+
+def values_at(stream: BinaryIO, wanted: tuple[str, ...]) -> Iterator[tuple[str, object]]:
+    """(prefix, value) for every value at one of the `wanted` prefixes, built one at a time
+    from the parse events; everything else is read past without being built."""
+    builder, building, depth = None, "", 0
+    for prefix, event, value in ijson.parse(stream, use_float=True):
+        if builder is None:
+            if prefix in wanted and event in ("start_map", "start_array"):
+                builder, building, depth = ijson.ObjectBuilder(), prefix, 0
+            elif prefix in wanted:
+                yield prefix, value
+                continue
+            else:
+                continue
+        builder.event(event, value)
+        if event in ("start_map", "start_array"):
+            depth += 1
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+            if depth == 0:
+                yield building, builder.value
+                builder = None

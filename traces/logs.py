@@ -144,7 +144,7 @@ def _openhands_document(stream, name: str, errors: list[RecordError]):
     events: list[dict] = []
     wanted = ("item", "history.item", "events.item", "instance_id", "instruction", "error")
     try:
-        for prefix, value in swe_agent._parts(stream, wanted):
+        for prefix, value in jsonl.values_at(stream, wanted):
             if prefix.endswith("item") and isinstance(value, dict):
                 events.append(value)
             elif prefix in ("instance_id", "instruction", "error") and value:

@@ -309,12 +309,3 @@ def _first_per_atom(reasons) -> list[Because]:
 
 def _is_error(atom: str) -> bool:
     return atom.partition(":")[0] in ("error", "exception", "exit")
-
-
-def family_key(signature: list[str]) -> str:
-    """A failure family's key: its failure-mode atoms, sorted (docs/traces.md, "Families")."""
-    return " ".join(
-        sorted(
-            a for a in signature if a.partition(":")[0] in ("tool", "action", "error", "exception")
-        )
-    )

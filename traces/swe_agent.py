@@ -63,29 +63,6 @@ class _Hashing:
         return data
 
 
-def _parts(stream: BinaryIO, wanted: tuple[str, ...]) -> Iterator[tuple[str, object]]:
-    """(prefix, value) for every value at one of the `wanted` prefixes, built one at a time
-    from the parse events; everything else is read past without being built."""
-    builder, building, depth = None, "", 0
-    for prefix, event, value in ijson.parse(stream, use_float=True):
-        if builder is None:
-            if prefix in wanted and event in ("start_map", "start_array"):
-                builder, building, depth = ijson.ObjectBuilder(), prefix, 0
-            elif prefix in wanted:
-                yield prefix, value
-                continue
-            else:
-                continue
-        builder.event(event, value)
-        if event in ("start_map", "start_array"):
-            depth += 1
-        elif event in ("end_map", "end_array"):
-            depth -= 1
-            if depth == 0:
-                yield building, builder.value
-                builder = None
-
-
 def _name(name: str) -> str:
     base = PurePosixPath(name).name
     for suffix in (".traj.json", ".traj", ".json"):
@@ -125,7 +102,7 @@ def _end(log: SessionLog, info: dict, submitted: str) -> None:
 def _swe_agent(stream, log: SessionLog) -> None:
     wanted = ("trajectory.item", "info", "history.item", "problem_statement")
     count = 0
-    for prefix, value in _parts(stream, wanted):
+    for prefix, value in jsonl.values_at(stream, wanted):
         if prefix == "trajectory.item" and isinstance(value, dict):
             action = str(value.get("action") or "").strip()
             if not action:
@@ -165,7 +142,7 @@ _SWE_TOOLS = frozenset(
 def _mini(stream, log: SessionLog) -> None:
     count = 0
     pending = ""
-    for prefix, value in _parts(stream, ("messages.item", "info")):
+    for prefix, value in jsonl.values_at(stream, ("messages.item", "info")):
         if prefix == "info" and isinstance(value, dict):
             _end(log, value, "Submitted")
             continue
