@@ -51,6 +51,11 @@ def looks_like(first: dict) -> bool:
     kind = first.get("type")
     if kind not in RECORD_TYPES or "payload" in first:
         return False
+    message = first.get("message")
+    if kind in ("user", "assistant") and isinstance(message, dict) and "content" in message:
+        # An Anthropic Messages API message under `message`: the record itself, even written
+        # without the metadata Claude Code adds around it.
+        return True
     return bool(
         {"sessionId", "parentUuid", "leafUuid", "isSidechain", "messageId", "uuid"} & set(first)
         or (kind == "system" and first.get("subtype") == "init" and "session_id" in first)

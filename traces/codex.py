@@ -80,6 +80,8 @@ def looks_like(first: dict) -> bool:
     # The first rollouts: a bare session line, or bare response items and state records.
     if "record_type" in first:
         return True
+    if kind in ITEM_TYPES and "message" not in first and first.keys() & {"role", "call_id", "name"}:
+        return True
     return (
         kind is None
         and {"id", "timestamp"} <= set(first)

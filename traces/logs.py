@@ -54,10 +54,12 @@ def _head_objects(head: bytes) -> list[object]:
     return out
 
 
-def _document_shape(head: bytes) -> tuple[str, set[str], object]:
-    """('list'|'object'|'', the top-level keys seen, the first list item) of a JSON document,
+def _document_shape(head: bytes) -> tuple[str, set[str], dict[str, set[str]]]:
+    """('list'|'object'|'', the top-level keys seen, and the keys of the first item of each
+    list seen — at the top (`item`) or under a key (`trajectory.item`)) of a JSON document,
     from its first bytes only."""
-    keys, first = set(), None
+    keys: set[str] = set()
+    firsts: dict[str, set[str]] = {}
     shape = ""
     try:
         for prefix, event, value in ijson.parse(head):
@@ -65,19 +67,35 @@ def _document_shape(head: bytes) -> tuple[str, set[str], object]:
                 shape = "object" if event == "start_map" else "list"
             elif prefix == "" and event == "map_key":
                 keys.add(value)
-            elif shape == "list" and prefix == "item" and event == "start_map":
-                first = {}
-            elif shape == "list" and first is not None and event == "map_key" and prefix == "item":
-                first[value] = None
-            elif shape == "list" and prefix == "" and event == "end_array":
-                break
+            elif prefix.endswith("item") and prefix.count(".") <= 1 and event == "map_key":
+                firsts.setdefault(prefix, set()).add(value)
+            elif prefix.endswith("item") and event == "end_map":
+                firsts.setdefault(prefix, set()).add("")  # first item complete: keep it only
     except (ijson.IncompleteJSONError, ijson.JSONError):
         pass
-    return shape, keys, first
+    return shape, keys, {k: v - {""} for k, v in firsts.items()}
 
 
-def detect(head: bytes) -> str | None:
-    """The log format of a file from its first bytes, or None when it is none of them."""
+# Keys of an OpenHands event, and of a SWE-agent step: both have an `action`.
+_EVENT_KEYS = frozenset({"args", "extras", "cause", "source", "id", "kind", "tool_call_metadata"})
+_STEP_KEYS = frozenset({"thought", "response", "execution_time", "state", "query"})
+
+
+def _list_of(items: set[str] | None) -> str | None:
+    """Whose list a first item's keys say it is: an OpenHands event has an id, a source or a
+    kind before anything else; a SWE-agent step starts with its action and observation."""
+    if not items:
+        return None
+    if items & _EVENT_KEYS:
+        return openhands.FORMAT
+    if items & (_STEP_KEYS | {"action", "observation"}):
+        return swe_agent.FORMAT
+    return None
+
+
+def detect(head: bytes, name: str = "") -> str | None:
+    """The log format of a file from its first bytes (and, for a trajectory file whose first
+    bytes are all one long list, its name), or None when it is none of them."""
     start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
     if start not in (b"{", b"["):
         return None
@@ -87,22 +105,32 @@ def detect(head: bytes) -> str | None:
         return claude_code.FORMAT
     if any(codex.looks_like(o) for o in dicts):
         return codex.FORMAT
-    if dicts and any(openhands.looks_like(o) for o in dicts[:1]):
+    if dicts and openhands.looks_like(dicts[0]):
         return openhands.FORMAT
     if objects and isinstance(objects[0], list) and openhands.looks_like(objects[0]):
         return openhands.FORMAT
-    shape, keys, first = _document_shape(head)
-    if shape == "object":
-        found = swe_agent.looks_like(keys)
-        if found:
-            return found
-        if keys & {"history", "events"} or (keys & {"action", "observation", "kind"}):
-            return openhands.FORMAT
-    if (
-        shape == "list"
-        and first is not None
-        and (first.keys() & {"action", "observation"} or "kind" in first)
-    ):
+    return _document_format(head, name)
+
+
+def _document_format(head: bytes, name: str) -> str | None:
+    shape, keys, firsts = _document_shape(head)
+    if shape == "list":
+        return openhands.FORMAT if _list_of(firsts.get("item")) else None
+    if shape != "object":
+        return None
+    if "trajectory" in keys:
+        # SWE-agent's steps, or OpenHands' `{"trajectory": [events]}` export.
+        inner = _list_of(firsts.get("trajectory.item"))
+        if inner:
+            return inner
+    found = swe_agent.looks_like(keys)
+    if found:
+        return found
+    if "messages" in keys and name.endswith(".traj.json"):
+        return swe_agent.MINI_FORMAT
+    if "trajectory" in keys and name.endswith(".traj"):
+        return swe_agent.FORMAT
+    if keys & {"history", "events"} or keys & {"action", "observation", "kind"}:
         return openhands.FORMAT
     return None
 
@@ -142,7 +170,15 @@ def _openhands_document(stream, name: str, errors: list[RecordError]):
     output), as one session."""
     extras: dict = {}
     events: list[dict] = []
-    wanted = ("item", "history.item", "events.item", "instance_id", "instruction", "error")
+    wanted = (
+        "item",
+        "history.item",
+        "events.item",
+        "trajectory.item",
+        "instance_id",
+        "instruction",
+        "error",
+    )
     try:
         for prefix, value in jsonl.values_at(stream, wanted):
             if prefix.endswith("item") and isinstance(value, dict):
@@ -264,7 +300,11 @@ class _EventGroups:
 
 def _member(member: Member, fmt: str | None, found: LogRead, groups: _EventGroups):
     head = member.stream.read(_PEEK)
-    detected = fmt or detect(head)
+    if "event_cache" in PurePosixPath(member.name.replace(":", "/")).parts:
+        # OpenHands keeps chunks of a session's events beside them: read in events/.
+        found.skipped.append((member.name, "a cache of the events read from events/"))
+        return
+    detected = fmt or detect(head, member.name)
     if detected is None:
         found.skipped.append((member.name, "not a coding-agent log this import reads"))
         return

@@ -292,3 +292,117 @@ def test_the_one_pass_screen_never_misses_a_rule_that_matches(everything):
         for name, pattern in errors.SCREENED:
             if pattern.search(text):
                 assert name in may, (name, text[:80])
+
+
+def _lines(*records) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def test_a_claude_transcript_written_without_its_metadata_is_still_read():
+    body = _lines(
+        {"type": "user", "message": {"role": "user", "content": "run the tests"}},
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "Bash",
+                        "input": {"command": "npm test"},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": "Exit code 1\nTests:       2 failed, 10 passed, 12 total",
+                    }
+                ],
+            },
+        },
+    )
+    assert logs.detect(body) == "claude-code"
+    (session,) = logs.read(body, name="sess.jsonl")
+    assert (session["id"], session["kind"]) == ("claude-sess", "failure")
+    assert session["signature"] == [
+        "tool:bash",
+        "tool:npm",
+        "action:test.run",
+        "error:test_failed",
+        "exit:1",
+    ]
+
+
+def test_a_first_rollout_without_its_session_line_is_still_codex():
+    body = _lines(
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+        {
+            "type": "function_call",
+            "name": "shell",
+            "arguments": json.dumps({"command": ["bash", "-lc", "make"]}),
+            "call_id": "c1",
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": json.dumps(
+                {"output": "make: *** [all] Error 2", "metadata": {"exit_code": 2}}
+            ),
+        },
+    )
+    assert logs.detect(body) == "codex"
+    (session,) = logs.read(body, name="rollout-x.jsonl")
+    assert session["kind"] == "failure" and "exit:2" in session["signature"]
+
+
+def test_an_openhands_trajectory_export_is_not_taken_for_swe_agent():
+    export = {
+        "trajectory": [
+            {"id": 1, "source": "user", "action": "message", "args": {"content": "list files"}},
+            {"id": 2, "source": "agent", "action": "run", "args": {"command": "ls /nope"}},
+            {
+                "id": 3,
+                "source": "agent",
+                "cause": 2,
+                "observation": "run",
+                "content": "ls: cannot access '/nope': No such file or directory",
+                "extras": {"metadata": {"exit_code": 2}},
+            },
+        ]
+    }
+    body = json.dumps(export).encode()
+    assert logs.detect(body, "conversation.json") == "openhands"
+    (session,) = logs.read(body, name="conversation.json")
+    assert (
+        session["task"] == "list files" and "error:file_not_found" in session["steps"][0]["atoms"]
+    )
+
+
+def test_a_swe_agent_trajectory_whose_first_step_outgrows_the_first_bytes_is_detected():
+    step = {"action": "cat big.txt", "observation": "y" * 300_000, "thought": "", "response": ""}
+    body = json.dumps({"trajectory": [step], "info": {"exit_status": "submitted"}}).encode()
+    assert logs.detect(body[: 256 * 1024], "x.traj") == "swe-agent"
+    assert logs.detect(body[: 256 * 1024], "x.json") == "swe-agent"
+
+
+def test_openhands_event_caches_are_skipped_beside_the_events(tmp_path):
+    events = tmp_path / "sessions" / "abc" / "events"
+    events.mkdir(parents=True)
+    cache = tmp_path / "sessions" / "abc" / "event_cache"
+    cache.mkdir()
+    event = {"id": 0, "source": "user", "action": "message", "args": {"content": "hi"}}
+    (events / "0.json").write_text(json.dumps(event))
+    (cache / "0-25.json").write_text(json.dumps([event]))
+    found = logs.LogRead()
+    (session,) = logs.read(tmp_path, found=found)
+    assert session["id"] == "openhands-abc"
+    assert [why for _, why in found.skipped] == ["a cache of the events read from events/"]
