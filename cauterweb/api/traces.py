@@ -98,7 +98,7 @@ def post_traces(
         if content_type in (*PROTOBUF_TYPES, *ZIP_TYPES)
         else bodies.strict_text(request)
     )
-    if content_type not in PROTOBUF_TYPES and is_agent_log(body, fmt=format):
+    if content_type not in PROTOBUF_TYPES and is_agent_log(body, fmt=format, name=name):
         result = import_logs(
             body,
             fmt=format,

@@ -44,7 +44,7 @@ def _import(upload, data: dict, actor: Actor):
     fmt = data["format"] or None
     on_disk = Path(upload.temporary_file_path()) if hasattr(upload, "temporary_file_path") else None
     source = on_disk or upload.read()
-    if is_agent_log(source, fmt=fmt):
+    if is_agent_log(source, fmt=fmt, name=upload.name):
         return import_logs(
             source,
             fmt=fmt,

@@ -128,7 +128,7 @@ class LogImport:
     skipped: list[tuple[str, str]]
 
 
-def is_agent_log(source: Path | bytes, *, fmt: str | None = None) -> bool:
+def is_agent_log(source: Path | bytes, *, fmt: str | None = None, name: str = "") -> bool:
     """Whether a source is read as coding-agent logs (a tree, an archive of them, or a log
     file) rather than as one trace export (docs/traces.md): an Inspect `.eval` is a zip too,
     and an OTLP export is JSON too, so the bytes decide, not the name."""
@@ -140,7 +140,8 @@ def is_agent_log(source: Path | bytes, *, fmt: str | None = None) -> bool:
     kind = container_of(head, "")
     if kind == "zip":
         return not _is_inspect_log(source)
-    return kind is not None or logs.detect(head) is not None
+    name = name or (source.name if isinstance(source, Path) else "")
+    return kind is not None or logs.detect(head, name) is not None
 
 
 def _head(source: Path | bytes) -> bytes:
