@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 
 from ..atoms import atom_key
 from ..matching import rule_matches
@@ -188,7 +188,7 @@ def family_atoms(signature: list[str]) -> tuple[str, ...]:
 @dataclass
 class Family:
     atoms: tuple[str, ...]
-    sessions: set = field(default_factory=set)
+    sessions: int = 0
     failures: int = 0
     near_misses: int = 0
     last_seen: object = None
@@ -203,28 +203,49 @@ class Family:
 def failure_families(*, limit: int = FAMILIES_SHOWN) -> tuple[list[Family], int]:
     """The failing sessions grouped into families, most sessions first, with the newest
     examples and the step where the newest one failed; and how many families there are in all.
-    Two queries whatever the corpus holds: the failing sessions' signatures (one pass), then
-    the derivation of the shown families' newest examples."""
-    families: dict[tuple[str, ...], Family] = {}
-    rows = (
-        Trajectory.objects.filter(kind__in=(TrajectoryKind.FAILURE, TrajectoryKind.NEAR_MISS))
-        .order_by(F("started_at").desc(nulls_last=True), "id")
-        .values_list("id", "kind", "signature", "session_id", "started_at")
+
+    Three queries whatever the corpus holds: the failing sessions counted by signature and kind
+    in the database (a corpus has few distinct signatures; they are merged into families here),
+    the newest EXAMPLE_WINDOW failing sessions for the examples (a family seen only before them
+    links its sessions through the atom filter), and the derivation of the newest examples."""
+    failing = Trajectory.objects.filter(kind__in=(TrajectoryKind.FAILURE, TrajectoryKind.NEAR_MISS))
+    groups = failing.values("signature", "kind").annotate(
+        named=Count("session_id", distinct=True, filter=~Q(session_id="")),
+        unnamed=Count("id", filter=Q(session_id="")),
+        last=Max("started_at"),
     )
-    for tid, kind, signature, session_id, started_at in rows.iterator(chunk_size=2000):
-        atoms = family_atoms(signature or [])
+    families: dict[tuple[str, ...], Family] = {}
+    for group in groups.order_by():
+        atoms = family_atoms(group["signature"] or [])
         if not atoms:
             continue
         family = families.setdefault(atoms, Family(atoms))
-        family.sessions.add(session_id or tid)
-        family.failures += kind == TrajectoryKind.FAILURE
-        family.near_misses += kind == TrajectoryKind.NEAR_MISS
-        family.last_seen = family.last_seen or started_at
-        if len(family.examples) < EXAMPLES:
-            family.examples.append(tid)
-    ranked = sorted(families.values(), key=lambda f: (-len(f.sessions), f.key))[:limit]
+        count = group["named"] + group["unnamed"]
+        family.sessions += count
+        if group["kind"] == TrajectoryKind.FAILURE:
+            family.failures += count
+        else:
+            family.near_misses += count
+        if group["last"] and (family.last_seen is None or group["last"] > family.last_seen):
+            family.last_seen = group["last"]
+    ranked = sorted(families.values(), key=lambda f: (-f.sessions, f.key))[:limit]
+    _examples(failing, ranked)
     _example_steps(ranked)
     return ranked, len(families)
+
+
+EXAMPLE_WINDOW = 5_000
+
+
+def _examples(failing: QuerySet, families: list[Family]) -> None:
+    wanted = {f.atoms: f for f in families}
+    newest = failing.order_by(F("started_at").desc(nulls_last=True), "id").values_list(
+        "id", "signature"
+    )[:EXAMPLE_WINDOW]
+    for tid, signature in newest:
+        family = wanted.get(family_atoms(signature or []))
+        if family is not None and len(family.examples) < EXAMPLES:
+            family.examples.append(tid)
 
 
 def _example_steps(families: list[Family]) -> None:
