@@ -92,7 +92,11 @@ class _Counted(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        data = self.raw.read(len(buffer))
+        try:
+            data = self.raw.read(len(buffer))
+        except (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as exc:
+            # A member cut short or corrupt is found as it is read, wherever that is.
+            raise ArchiveRefused(self.name, f"cannot be read: {exc}") from None
         n = len(data)
         buffer[:n] = data
         self._charge(n)

@@ -158,3 +158,19 @@ def test_a_tree_is_read_without_following_links_and_refuses_them(tmp_path):
 def test_a_pipe_in_a_tree_is_refused_without_being_opened(tmp_path):
     os.mkfifo(tmp_path / "session.jsonl")
     assert "not a regular file" in refused(tmp_path)
+
+
+def test_an_archive_cut_short_is_an_error_naming_it_not_a_crash():
+    body = tar_bytes([file_info("logs/a.jsonl", LOG * 2000)])
+    with pytest.raises(ArchiveRefused) as caught:
+        read_all(body[: len(body) // 2])
+    assert "cannot be read" in str(caught.value) or "not a readable" in str(caught.value)
+
+
+def test_a_corrupt_zip_member_is_an_error_naming_it():
+    body = bytearray(zip_bytes({"a.jsonl": LOG * 500}))
+    start = body.index(b"PK\x03\x04") + 30 + len("a.jsonl")
+    body[start + 10 : start + 20] = b"\xff" * 10
+    with pytest.raises(ArchiveRefused) as caught:
+        read_all(bytes(body))
+    assert "upload:a.jsonl" in str(caught.value)
