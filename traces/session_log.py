@@ -127,7 +127,9 @@ class SessionLog:
             failed = False
         if failed:
             data["status"] = "error"
-            data["error"] = data["error"] or data["output"] or f"exit code {exit_code}"
+            if not data["error"]:
+                # What a failed call printed is its error (kept once, not twice).
+                data["error"], data["output"] = data["output"] or f"exit code {exit_code}", ""
         elif failed is False:
             # The log says it succeeded: words in its output ("error:" in a file it printed)
             # must not make it a failure.
