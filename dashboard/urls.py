@@ -36,6 +36,7 @@ urlpatterns = [
     path("charts/", overview.charts, name="charts"),
     path("corpus/", corpus.trajectory_list, name="corpus"),
     path("corpus/upload/", traces_upload.trace_upload, name="trace-upload"),
+    path("corpus/families/propose/", corpus.family_propose, name="family-propose"),
     path("corpus/<segment:trajectory_id>/", corpus.trajectory_detail, name="trajectory-detail"),
     path("scopes/", scopes.scope_list, name="scopes"),
     path("scopes/<segment:scope>/", scopes.scope_detail, name="scope-detail"),

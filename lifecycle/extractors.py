@@ -7,6 +7,12 @@
   `git pull` before the push), phrased from a small table of known actions, with the command
   the successes ran. Nothing is proposed when no action has the support of at least half the
   successes: a guess is not a rule.
+- **Recovery** (from a failure family of coding-agent logs, docs/traces.md): the sessions of
+  one family (the same action failing the same way) that got past it recorded what they did
+  between the failure and the retry that worked (`meta["recoveries"]`). The step most of them
+  took becomes the directive ("pull the latest changes before pushing: git pull --rebase"); a
+  family whose sessions mostly retried as they were gets "retry it once as it is". Nothing is
+  proposed without the support of half the recoveries, or with no recovery at all.
 - **LLM** (optional): an OpenAI-compatible chat-completions endpoint
   (`CAUTERWEB_LLM_BASE_URL`, `CAUTERWEB_LLM_MODEL`, `CAUTERWEB_LLM_API_KEY`), never called
   unless configured. The model writes the prose only; scope, metric and signature come from
@@ -25,13 +31,14 @@ from dataclasses import asdict, dataclass, field
 import requests
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 
 from lifecycle import signals
 from lifecycle.services.rules import rule_record_candidate
 
 from . import atoms as atom_lib
 from .metrics import load_registry
-from .models import Trajectory, TrajectoryKind
+from .models import Trajectory, TrajectoryAtom, TrajectoryKind
 from .states import Actor
 
 # How a directive names the step the successes took. Unknown actions fall back to the command.
@@ -48,7 +55,31 @@ ACTION_PHRASES = {
     "docker.ps": "find the container holding the port",
     "docker.stop": "stop the container holding the port",
     "sleep": "wait for the Retry-After interval",
+    "pip.install": "install the missing package",
+    "npm.install": "install the dependencies",
+    "file.read": "read the file first",
 }
+# Steps that only look around: a recovery's fix is what it did, not what it looked at.
+LOOKING = frozenset(
+    {
+        "ls",
+        "cat",
+        "head",
+        "tail",
+        "pwd",
+        "echo",
+        "find",
+        "grep",
+        "rg",
+        "git.status",
+        "git.log",
+        "git.diff",
+        "git.show",
+        "git.branch",
+    }
+)
+RETRIED = "retry"
+FAMILY_SESSIONS = 500
 # How a trigger names an error class; others read as words ("file_not_found" → "file not found").
 ERROR_PHRASES = {"non_fast_forward": "non-fast-forward", "http_429": "HTTP 429"}
 MIN_SUPPORT = 0.5
@@ -193,6 +224,91 @@ def contrastive_proposal(failure: dict, successes: list[dict]) -> Proposal | Ski
             "support": f"{count}/{len(successes)}",
         },
     )
+
+
+def recovery_proposal(
+    atoms: list[str], recoveries: list[dict], source_case: str
+) -> Proposal | Skipped:
+    """The recovery extractor on plain data: a family's atoms (`action:…`, `error:…`) and the
+    recoveries its sessions recorded (`{atoms, how, fix_actions, fix_commands}`). Pure."""
+    target = next((_value(a) for a in atoms if _key(a) == "action"), "")
+    mine = [r for r in recoveries if set(atoms) <= set(r.get("atoms") or [])]
+    if not target or not mine:
+        return Skipped(source_case, "no session of this family recovered from it")
+    support: Counter[str] = Counter()
+    commands: dict[str, str] = {}
+    for recovery in mine:
+        if recovery.get("how") == "retried":
+            support[RETRIED] += 1
+            continue
+        actions = recovery.get("fix_actions") or []
+        said = recovery.get("fix_commands") or []
+        # Each helping action counts once a recovery; its command is the first fix that ran it.
+        for atom in dict.fromkeys(actions):
+            action = _value(atom)
+            if action in LOOKING or action == target:
+                continue
+            support[action] += 1
+            words = action.replace(".", " ")
+            command = next((c for c in said if words in c), "")
+            if command:
+                commands.setdefault(action, command)
+    if not support:
+        return Skipped(source_case, "its recoveries only looked around before retrying")
+    helper, count = max(support.items(), key=lambda kv: (kv[1], kv[0] != RETRIED, kv[0]))
+    if count * 2 < len(mine):
+        return Skipped(
+            source_case,
+            f"no step is shared by half the {len(mine)} recoveries (best: {helper}, {count})",
+        )
+    verb = target.rpartition(".")[2]
+    if helper == RETRIED:
+        directive = f"retry the {verb} once as it is before changing anything"
+    else:
+        command = commands.get(helper, "")
+        phrase = ACTION_PHRASES.get(helper, f"run {command or helper}")
+        directive = f"{phrase} before {_gerund(verb)}" + (
+            f": {command}" if command and command not in phrase else ""
+        )
+    return Proposal(
+        trigger=trigger_text(atoms),
+        directive=directive,
+        scope="global",
+        metric="",
+        signature=sorted(atom_lib.failure_mode_atoms(atoms)),
+        source_case=source_case,
+        extractor="recovery",
+        provenance={
+            "extractor": "recovery",
+            "family": " ".join(sorted(atoms)),
+            "step": helper if helper == RETRIED else f"action:{helper}",
+            "support": f"{count}/{len(mine)}",
+        },
+    )
+
+
+def family_sessions(atoms: list[str]) -> tuple[str, list[dict]]:
+    """The newest failing case of a family (its source case) and its sessions' recoveries."""
+    sessions = Trajectory.objects.filter(
+        kind__in=(TrajectoryKind.FAILURE, TrajectoryKind.NEAR_MISS)
+    )
+    for atom in atoms:
+        sessions = sessions.filter(
+            pk__in=TrajectoryAtom.objects.filter(atom=atom).values("trajectory_id")
+        )
+    rows = list(
+        sessions.order_by(F("started_at").desc(nulls_last=True), "id").values_list(
+            "id", "kind", "meta__recoveries"
+        )[:FAMILY_SESSIONS]
+    )
+    if not rows:
+        raise FamilyNotFound(f"no failing session carries {' '.join(atoms)}")
+    source = next((tid for tid, kind, _ in rows if kind == TrajectoryKind.FAILURE), rows[0][0])
+    return source, [r for _, _, found in rows for r in (found if isinstance(found, list) else [])]
+
+
+class FamilyNotFound(Exception):
+    pass
 
 
 def _scope(t: Trajectory) -> str:
@@ -379,9 +495,15 @@ def extract_candidates(*, llm: bool = False, case_ids: list[str] | None = None) 
         if llm:
             proposals.append(llm_proposal(failure))
     run = ExtractionRun(proposals, skipped)
+    _record(run)
+    return run
+
+
+def _record(run: ExtractionRun) -> None:
+    """Every proposal recorded as a candidate by its extractor, all or nothing."""
     # One round for the whole run, not one per candidate (semantics §9.1).
     with signals.one_announcement(), transaction.atomic():
-        for p in proposals:
+        for p in run.proposals:
             rule, created = rule_record_candidate(
                 actor=Actor.extractor(p.extractor),
                 trigger=p.trigger,
@@ -394,4 +516,15 @@ def extract_candidates(*, llm: bool = False, case_ids: list[str] | None = None) 
                 provenance=p.provenance,
             )
             (run.created if created else run.unchanged).append(rule.id)
+
+
+def extract_from_family(*, atoms: list[str]) -> ExtractionRun:
+    """Propose (and record, as the extractor) the rule a failure family's recoveries teach."""
+    source, recoveries = family_sessions(atoms)
+    result = recovery_proposal(atoms, recoveries, source)
+    run = ExtractionRun(
+        [result] if isinstance(result, Proposal) else [],
+        [] if isinstance(result, Proposal) else [result],
+    )
+    _record(run)
     return run

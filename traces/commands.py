@@ -152,9 +152,13 @@ _FILE_VERBS = {"remove": "delete", "open": "read", "view": "read", "move": "rena
 _TOOL_VERB = re.compile(
     r"(read|write|edit|create|delete|search|list|replace|glob|grep|fetch)", re.I
 )
+# Coding agents' editing tools whose names say no verb.
+_EDIT_TOOLS = frozenset({"apply_patch", "str_replace_editor", "str_replace_based_edit_tool"})
 _HTTP_TOOLS = frozenset({"webfetch", "fetch", "http_request", "http", "requests", "fetch_url"})
 _FILE_TOOL = re.compile(r"file|dir|editor|path")
 _EDITOR_TOOLS = frozenset({"read", "write", "edit", "multiedit", "glob", "grep", "notebookedit"})
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+_SHELL_C = frozenset({"-c", "-lc", "-cl", "-ic"})
 _SEGMENT = re.compile(r"\s*(?:&&|\|\||;|\|(?!\|)|\n)\s*")
 
 
@@ -184,6 +188,9 @@ def reads_as_command(text: str, action: str) -> bool:
 
 def split_commands(text: str) -> list[list[str]]:
     """The simple commands of a shell line (`cd x && git push` → two), each as argv."""
+    script = _shell_script(text)
+    if script is not None:
+        return split_commands(script)
     out = []
     for segment in _SEGMENT.split(text.strip()):
         if not segment:
@@ -199,6 +206,20 @@ def split_commands(text: str) -> list[list[str]]:
         if argv and argv[0] not in _SKIP:
             out.append(argv)
     return out
+
+
+def _shell_script(text: str) -> str | None:
+    """The script of `bash -lc "cd x && git push"` (how Codex runs every command), or None."""
+    words = text.split(None, 1)
+    if not words or (not words[0].startswith(tuple(_SHELLS)) and "/" not in words[0]):
+        return None
+    try:
+        argv = shlex.split(text)
+    except ValueError:
+        return None
+    if len(argv) == 3 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] in _SHELL_C:
+        return argv[2]
+    return None
 
 
 def _subcommand(argv: list[str], start: int = 1) -> str:
@@ -288,6 +309,8 @@ def tool_operation(tool: str) -> str | None:
     """An operation named by a structured tool (`read_file` → `file.read`, Claude Code's
     `Edit` → `file.edit`, `WebFetch` → `http.request`), or None for any other tool."""
     name = tool.lower()
+    if name in _EDIT_TOOLS:
+        return "file.edit"
     if name in _HTTP_TOOLS:
         return "http.request"
     if not (_FILE_TOOL.search(name) or name in _EDITOR_TOOLS):

@@ -127,7 +127,11 @@ def step_failed(step: dict, texts: list[tuple[str, str]], exit_code: int | None)
         return True
     if exit_code not in (None, 0):
         return True
-    return any(errors.FAILURE_MARKERS.search(text) for _, text in texts)
+    return any(
+        errors.FAILURE_MARKERS.search(text)
+        for _, text in texts
+        if text and "failure_markers" in errors.candidates(text)
+    )
 
 
 def _first(pattern: re.Pattern, texts: list[tuple[str, str]]) -> tuple[str, re.Match] | None:
@@ -141,12 +145,18 @@ def _first(pattern: re.Pattern, texts: list[tuple[str, str]]) -> tuple[str, re.M
 def error_atoms(texts: list[tuple[str, str]]) -> tuple[list[str], list[Because]]:
     """The normalised error classes of some failure texts, each with its reason."""
     texts = [(source, _normalise(text)) for source, text in texts if text and text.strip()]
+    # One pass finds the rules that may match; only those are searched (errors.candidates).
+    may = errors.candidates("\n".join(text for _, text in texts))
     reasons: list[Because] = []
     for rule in errors.RULES:
+        if rule.name not in may:
+            continue
         hit = _first(rule.pattern, texts)
         if hit:
             reasons.append(Because(f"error:{rule.error_class}", rule.name, hit[0], hit[1].group(0)))
     for rule in errors.HTTP_STATUS:
+        if rule.name not in may:
+            continue
         for source, text in texts:
             for match in rule.pattern.finditer(text):
                 reasons.append(
@@ -154,23 +164,29 @@ def error_atoms(texts: list[tuple[str, str]]) -> tuple[list[str], list[Because]]
                 )
     if not any(r.atom.startswith("error:http_") for r in reasons):
         for rule in errors.HTTP_PHRASE_ONLY:
+            if rule.name not in may:
+                continue
             hit = _first(rule.pattern, texts)
             if hit:
                 reasons.append(
                     Because(f"error:{rule.error_class}", rule.name, hit[0], hit[1].group(0))
                 )
-    for source, text in texts:
+    for source, text in texts if "errno" in may else ():
         for match in errors.ERRNO_PATTERN.finditer(text):
             error_class = errors.ERRNO.get(int(match.group(1)))
             if error_class:
                 reasons.append(
                     Because(f"error:{error_class}", "errno.number", source, match.group(0))
                 )
-    reasons += _exception_reasons(texts)
+    reasons += _exception_reasons(texts) if "exception" in may else []
     classes = {r.atom for r in reasons}
     if "error:module_not_found" in classes:
         # "ImportError: No module named x" is the module failure, not a broken import.
         reasons = [r for r in reasons if r.atom != "error:import_error"]
+    if "error:test_failed" in classes and len(classes - {"error:test_failed"}) > 0:
+        # A test run's summary says only that tests failed; a text that also says why (a
+        # timeout, a missing module) has that failure mode.
+        reasons = [r for r in reasons if r.atom != "error:test_failed"]
     atoms = list(dict.fromkeys(r.atom for r in reasons))
     return atoms, reasons
 

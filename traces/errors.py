@@ -168,7 +168,8 @@ RULES: tuple[ErrorRule, ...] = (
     _rule(
         "shell.command_not_found",
         "command_not_found",
-        r"\bcommand not found\b|is not recognized as an internal or external command|executable file not found in \$PATH",
+        r"\bcommand not found\b|is not recognized as an internal or external command|executable file not found in \$PATH"
+        r"|^\S*sh: (?:line )?(?:\d+: )?[\w./-]+: not found$",
     ),
     # package managers
     _rule(
@@ -200,6 +201,35 @@ RULES: tuple[ErrorRule, ...] = (
         "docker.daemon_down",
         "docker_daemon_unavailable",
         r"cannot connect to the docker daemon|is the docker daemon running",
+    ),
+    # Coding agents: a call the user, a permission rule or the sandbox refused, and the
+    # agents' own words for a command they stopped waiting for.
+    _rule(
+        "agent.tool_refused",
+        "tool_refused",
+        r"doesn't want to proceed with this tool use|tool use was rejected|permission to use \w+ has been denied"
+        r"|\brejected by (?:the )?user\b|\buser rejected\b|\bexec command rejected\b|\bpatch rejected\b",
+    ),
+    _rule("agent.sandbox_denied", "sandbox_denied", r"\bfailed in sandbox\b|\bsandbox denied\b"),
+    _rule(
+        "agent.command_timeout",
+        "timeout",
+        r"\bno new output after \d+ seconds|\bwas cancelled because it took more than \d+ seconds"
+        r"|\btook too long to (?:execute|complete)\b",
+    ),
+    _rule(
+        "agent.limits_exceeded",
+        "limits_exceeded",
+        r"\bexit_(?:cost|context|total_execution_time)\b|\bLimitsExceeded\b|\berror_max_turns\b"
+        r"|\breached maximum (?:iteration|iterations|steps|turns)\b|\bmaximum iteration\b",
+    ),
+    # Test runners' summaries of a failed run: pytest, unittest, jest/vitest, go, cargo, mocha.
+    _rule(
+        "test.failed",
+        "test_failed",
+        r"^=+ .*\b\d+ failed\b|^FAILED \(failures=\d+|^FAILED \(errors=\d+|^Tests?:\s+\d+ failed\b"
+        r"|^--- FAIL: |^FAIL\s+\S+\s+[\d.]+s$|^test result: FAILED\b|^\s*\d+ failing$",
+        _I | _M,
     ),
     _rule("test.assertion", "assertion_failed", r"\bAssertionError\b|\bassertion failed\b"),
     _rule(
@@ -292,6 +322,76 @@ FAILURE_MARKERS = re.compile(
     r"|^HTTP/\d(?:\.\d)?\s+[45]\d\d\b"
     r"|^FAILED\b|^=+ .*\b\d+ (?:failed|errors?)\b"
     r"|\bcommand not found\b"
-    r"|\bError response from daemon\b",
+    r"|\bError response from daemon\b"
+    # Coding agents' harnesses stopping a command.
+    r"|\bwas cancelled because it took more than \d+ seconds|\btimed out and has been killed\b"
+    r"|^Command timed out after\b",
     _M,
 )
+
+
+# ---- One pass to find which rules may match -------------------------------------------------
+# A failed step's text is searched by every rule above; Python's engine scans it once per rule
+# (about 10 ms for 3 KB of output, a transcript's cost many times over). RE2 reads every rule
+# in one linear pass (`re2.Set`), so only the rules it finds are run by `re` — for their match
+# and for the exact semantics: a rule with a look-around is given to RE2 without it (RE2 has
+# none), which matches at least where the rule does, and `re` decides.
+
+_LOOKAROUND = re.compile(r"\(\?<?[=!]")
+
+
+def without_lookarounds(pattern: str) -> str:
+    """A pattern with its look-arounds dropped: for RE2, which has none; it matches at least
+    wherever the original does."""
+    out, i = [], 0
+    while i < len(pattern):
+        found = _LOOKAROUND.match(pattern, i)
+        if not found or (i and pattern[i - 1] == "\\"):
+            out.append(pattern[i])
+            i += 1
+            continue
+        depth, j = 0, i
+        while j < len(pattern):
+            if pattern[j] == "\\":
+                j += 2
+                continue
+            depth += {"(": 1, ")": -1}.get(pattern[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        i = j
+    return "".join(out)
+
+
+def _re2_text(pattern: re.Pattern) -> str:
+    # Always multi-line: `^` and `$` then match wherever Python's would, and more (Python's
+    # `$` also matches before a last line break, RE2's only with `m`).
+    flags = ("i" if pattern.flags & re.IGNORECASE else "") + "m"
+    return f"(?{flags})" + without_lookarounds(pattern.pattern)
+
+
+SCREENED = (
+    *((r.name, r.pattern) for r in (*RULES, *HTTP_STATUS, *HTTP_PHRASE_ONLY)),
+    ("exception", EXCEPTION),
+    ("errno", ERRNO_PATTERN),
+    ("failure_markers", FAILURE_MARKERS),
+)
+
+
+def _screen():
+    import re2
+
+    screen = re2.Set.SearchSet(re2.Options())
+    for _, pattern in SCREENED:
+        screen.Add(_re2_text(pattern))
+    screen.Compile()
+    return screen
+
+
+_SCREEN = _screen()
+
+
+def candidates(text: str) -> frozenset[str]:
+    """The names of the patterns (`SCREENED`) that may match `text`: a superset of those that
+    do, found in one pass."""
+    return frozenset(SCREENED[i][0] for i in _SCREEN.Match(text) or ())

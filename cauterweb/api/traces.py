@@ -13,16 +13,22 @@ stored are merged with the new ones (`merge`, on by default: pass `merge=false` 
 corpus import's strict conflict instead).
 
 Other formats (`openinference`, `langfuse`, `inspect`) are JSON bodies (or an Inspect `.eval`
-zip) with `?format=`. Agent token auth like every write; bad input is a 4xx JSON error naming
+zip) with `?format=`. Coding agents' own logs (`claude-code`, `codex`, `openhands`,
+`swe-agent`, `mini-swe-agent`) are posted as the file itself (JSON Lines or JSON), or as a
+`.tar.gz`/`.zip` of many (`application/gzip`, `application/zip`); the format of each file is
+detected, secrets are redacted, and an archive is read within the limits of `traces.sources`.
+`?name=` gives the file's name (a log names its session from it, as the command line does). Agent token auth like every write; bad input is a 4xx JSON error naming
 each bad record, and nothing is written.
 """
 
 from django.http import HttpResponse
 from ninja import Router
 
-from lifecycle.services.traces import import_traces
+from lifecycle.services.traces import import_logs, import_traces, is_agent_log
 from traces.detect import PROTOBUF_TYPES
+from traces.logs import FORMATS as LOG_FORMATS
 from traces.model import FORMATS
+from traces.sources import REQUEST_LIMITS
 
 from . import bodies
 from .auth import WRITE, request_actor
@@ -32,7 +38,13 @@ from .schemas import ImportOut
 router = Router(tags=["traces"])
 
 JSON_TYPES = ("application/json", "application/x-ndjson", "application/jsonl")
-ZIP_TYPES = ("application/zip", "application/octet-stream")
+ZIP_TYPES = (
+    "application/zip",
+    "application/octet-stream",
+    "application/gzip",
+    "application/x-gzip",
+    "application/x-tar",
+)
 
 
 def _export_response(result) -> HttpResponse:
@@ -66,20 +78,37 @@ def _export_response(result) -> HttpResponse:
         }
     },
 )
-def post_traces(request, format: str | None = None, replace: bool = False, merge: bool = True):
+def post_traces(
+    request,
+    format: str | None = None,
+    replace: bool = False,
+    merge: bool = True,
+    name: str = "body",
+):
     content_type = request.content_type or ""
     if not request.body:
         raise ApiError(400, "the body is empty")
     if content_type not in (*PROTOBUF_TYPES, *JSON_TYPES, *ZIP_TYPES):
         raise ApiError(415, "send application/json or application/x-protobuf (OTLP)")
-    if format is not None and format not in FORMATS:
-        raise ApiError(422, f"format must be one of {', '.join(FORMATS)}")
+    if format is not None and format not in FORMATS + LOG_FORMATS:
+        raise ApiError(422, f"format must be one of {', '.join(FORMATS + LOG_FORMATS)}")
     # Binary bodies (protobuf, a zipped log) hold NUL bytes by nature; text may not.
     body = (
         request.body
         if content_type in (*PROTOBUF_TYPES, *ZIP_TYPES)
         else bodies.strict_text(request)
     )
+    if content_type not in PROTOBUF_TYPES and is_agent_log(body, fmt=format, name=name):
+        result = import_logs(
+            body,
+            fmt=format,
+            name=name[:255],
+            replace=replace,
+            actor=request_actor(request),
+            limits=REQUEST_LIMITS,
+            keep_ids=True,
+        ).result
+        return _json_response(result)
     result = import_traces(
         body,
         fmt=format,
@@ -91,12 +120,19 @@ def post_traces(request, format: str | None = None, replace: bool = False, merge
     if content_type in PROTOBUF_TYPES and "application/json" not in request.headers.get(
         "Accept", ""
     ):
-        response = _export_response(result)
-    else:
-        response = HttpResponse(
-            ImportOut(**result.as_dict(), ids=result.ids).model_dump_json(),
-            content_type="application/json",
-        )
+        return _with_counts(_export_response(result), result)
+    return _json_response(result)
+
+
+def _json_response(result) -> HttpResponse:
+    response = HttpResponse(
+        ImportOut(**result.as_dict(), ids=result.ids).model_dump_json(),
+        content_type="application/json",
+    )
+    return _with_counts(response, result)
+
+
+def _with_counts(response: HttpResponse, result) -> HttpResponse:
     for name, value in result.as_dict().items():
         response[f"X-CauterWeb-{name.capitalize()}"] = str(value)
     return response

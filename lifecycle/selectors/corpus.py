@@ -3,11 +3,13 @@ corpus size: filters are indexed lookups, the list is paginated in the database,
 matching a trajectory are decided by the one semantics §11 match function over one read of the rules.
 """
 
+import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 
+from ..atoms import atom_key
 from ..matching import rule_matches
 from ..metrics import Registry, load_registry
 from ..models import Rule, RuleState, Trajectory, TrajectoryAtom, TrajectoryKind
@@ -164,3 +166,99 @@ def scope_counts() -> list[ScopeCounts]:
         .order_by("scope")
     )
     return [ScopeCounts(**row) for row in rows]
+
+
+# --- Failure families (docs/traces.md, "Failure families") ---------------------------------------
+
+FAMILY_KEYS = ("action", "error", "exception")
+FAMILIES_SHOWN = 50
+EXAMPLES = 3
+_STEP_SOURCE = re.compile(r"^steps\[(\d+)\]")
+
+
+def family_atoms(signature: list[str]) -> tuple[str, ...]:
+    """A failing session's family: what it did and how it failed (its `action:`, `error:` and
+    `exception:` atoms), whichever agent, tool or exit code wrote it; () without an error."""
+    atoms = sorted({a for a in signature if atom_key(a) in FAMILY_KEYS})
+    if not any(atom_key(a) in ("error", "exception") for a in atoms):
+        return ()
+    return tuple(atoms)
+
+
+@dataclass
+class Family:
+    atoms: tuple[str, ...]
+    sessions: int = 0
+    failures: int = 0
+    near_misses: int = 0
+    last_seen: object = None
+    examples: list[str] = field(default_factory=list)
+    example_step: int | None = None
+
+    @property
+    def key(self) -> str:
+        return " ".join(self.atoms)
+
+
+def failure_families(*, limit: int = FAMILIES_SHOWN) -> tuple[list[Family], int]:
+    """The failing sessions grouped into families, most sessions first, with the newest
+    examples and the step where the newest one failed; and how many families there are in all.
+
+    Three queries whatever the corpus holds: the failing sessions counted by signature and kind
+    in the database (a corpus has few distinct signatures; they are merged into families here),
+    the newest EXAMPLE_WINDOW failing sessions for the examples (a family seen only before them
+    links its sessions through the atom filter), and the derivation of the newest examples."""
+    failing = Trajectory.objects.filter(kind__in=(TrajectoryKind.FAILURE, TrajectoryKind.NEAR_MISS))
+    groups = failing.values("signature", "kind").annotate(
+        named=Count("session_id", distinct=True, filter=~Q(session_id="")),
+        unnamed=Count("id", filter=Q(session_id="")),
+        last=Max("started_at"),
+    )
+    families: dict[tuple[str, ...], Family] = {}
+    for group in groups.order_by():
+        atoms = family_atoms(group["signature"] or [])
+        if not atoms:
+            continue
+        family = families.setdefault(atoms, Family(atoms))
+        count = group["named"] + group["unnamed"]
+        family.sessions += count
+        if group["kind"] == TrajectoryKind.FAILURE:
+            family.failures += count
+        else:
+            family.near_misses += count
+        if group["last"] and (family.last_seen is None or group["last"] > family.last_seen):
+            family.last_seen = group["last"]
+    ranked = sorted(families.values(), key=lambda f: (-f.sessions, f.key))[:limit]
+    _examples(failing, ranked)
+    _example_steps(ranked)
+    return ranked, len(families)
+
+
+EXAMPLE_WINDOW = 5_000
+
+
+def _examples(failing: QuerySet, families: list[Family]) -> None:
+    wanted = {f.atoms: f for f in families}
+    newest = failing.order_by(F("started_at").desc(nulls_last=True), "id").values_list(
+        "id", "signature"
+    )[:EXAMPLE_WINDOW]
+    for tid, signature in newest:
+        family = wanted.get(family_atoms(signature or []))
+        if family is not None and len(family.examples) < EXAMPLES:
+            family.examples.append(tid)
+
+
+def _example_steps(families: list[Family]) -> None:
+    """The step of each family's newest example where its signature was read (its derivation
+    names it: `steps[3].error`), for the link to the steps."""
+    newest = {f.examples[0]: f for f in families if f.examples}
+    rows = Trajectory.objects.filter(pk__in=list(newest)).values_list(
+        "id", "meta__signature_derivation"
+    )
+    for tid, derivation in rows:
+        because = (derivation or {}).get("because") if isinstance(derivation, dict) else None
+        for reason in because or []:
+            found = _STEP_SOURCE.match(str(reason.get("source", "")))
+            if found:
+                newest[tid].example_step = int(found.group(1))
+                break

@@ -15,9 +15,11 @@ from comparison.compare import compare_rules
 from lifecycle.extractors import (
     LlmAnswerError,
     LlmNotConfigured,
+    Skipped,
     contrastive_proposal,
     extract_candidates,
     parse_llm_answer,
+    recovery_proposal,
     trigger_text,
 )
 from lifecycle.models import AuthorKind, JournalEvent, Rule, Trajectory
@@ -289,3 +291,76 @@ def test_the_command_exits_non_zero_on_a_malformed_llm_answer(corpus, llm_settin
         with pytest.raises(CommandError, match="nothing recorded"):
             _call("--llm")
     assert not Rule.objects.exists()
+
+
+# --- The recovery extractor (docs/traces.md, "Failure families") --------------------------------
+
+PUSH_ATOMS = ["action:git.push", "error:non_fast_forward"]
+
+
+def recovery(*actions: str, how: str = "fixed", commands=()) -> dict:
+    return {
+        "atoms": ["tool:bash", *PUSH_ATOMS],
+        "how": how,
+        "fix_actions": list(actions),
+        "fix_commands": list(commands),
+    }
+
+
+def test_the_step_most_recoveries_took_is_the_directive_looking_around_aside():
+    found = recovery_proposal(
+        PUSH_ATOMS,
+        [
+            recovery(
+                "action:git.status", "action:git.pull", commands=["git status", "git pull --rebase"]
+            ),
+            recovery("action:git.fetch", "action:git.rebase"),
+            recovery("action:git.log", "action:git.pull", commands=["git log -3", "git pull"]),
+        ],
+        "F-1",
+    )
+    assert (found.trigger, found.directive) == (
+        "when git push fails with non-fast-forward",
+        "pull the latest changes before pushing: git pull --rebase",
+    )
+    assert found.provenance["support"] == "2/3" and found.signature == sorted(PUSH_ATOMS)
+
+
+def test_a_family_that_mostly_retried_as_it_was_is_told_to_retry_once():
+    found = recovery_proposal(
+        ["action:test.run", "error:timeout"],
+        [
+            {"atoms": ["action:test.run", "error:timeout"], "how": "retried", "fix_actions": []},
+            {"atoms": ["action:test.run", "error:timeout"], "how": "retried", "fix_actions": []},
+            {
+                "atoms": ["action:test.run", "error:timeout"],
+                "how": "fixed",
+                "fix_actions": ["action:pip.install"],
+            },
+        ],
+        "F-2",
+    )
+    assert found.directive == "retry the run once as it is before changing anything"
+
+
+@pytest.mark.parametrize(
+    ("recoveries", "why"),
+    [
+        ([], "no session of this family recovered from it"),
+        (
+            [recovery("action:git.status", "action:ls")],
+            "its recoveries only looked around before retrying",
+        ),
+        (
+            [
+                recovery("action:git.pull"),
+                recovery("action:git.stash"),
+                recovery("action:git.fetch"),
+            ],
+            "no step is shared by half the 3 recoveries",
+        ),
+    ],
+)
+def test_no_rule_without_a_shared_step(recoveries, why):
+    found = recovery_proposal(PUSH_ATOMS, recoveries, "F-3")
+    assert isinstance(found, Skipped) and found.why.startswith(why)

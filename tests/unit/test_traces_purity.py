@@ -14,6 +14,14 @@ PURE = [
     "traces.langfuse",
     "traces.inspect_ai",
     "traces.export",
+    "traces.logs",
+    "traces.sources",
+    "traces.redact",
+    "traces.session_log",
+    "traces.claude_code",
+    "traces.codex",
+    "traces.openhands",
+    "traces.swe_agent",
 ]
 
 

@@ -1,6 +1,10 @@
 """The trace upload form (semantics §19): a reviewer's file imports through the same path as
 the command line; a bad file names its records and writes nothing; viewers cannot upload."""
 
+import io
+import tarfile
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -75,3 +79,34 @@ def test_the_trajectory_page_shows_where_its_derived_signature_came_from(client)
     assert b'data-testid="signature-derivation"' in page.content
     assert b"git.remote_has_work" in page.content
     assert b"Upload agent traces" in client.get("/corpus/").content
+
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+TRANSCRIPT = LOGS / "claude" / "-home-ana-shop" / "0b7f0a52-5a2e-4f2b-9d0e-3c1a2b4c5d6e.jsonl"
+
+
+def test_a_reviewer_uploads_a_claude_code_transcript(client):
+    login(client, reviewer=True)
+    response = upload(client, TRANSCRIPT.name, TRANSCRIPT.read_bytes())
+    assert response.status_code == 302
+    assert Trajectory.objects.get().id == "claude-0b7f0a52-5a2e-4f2b-9d0e-3c1a2b4c5d6e"
+    assert JournalEvent.objects.get(type="corpus_imported").evidence["created"] == 1
+
+
+def test_a_reviewer_uploads_an_archive_of_logs(client):
+    login(client, reviewer=True)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(LOGS / "codex", arcname="codex")
+    assert upload(client, "codex.tar.gz", buffer.getvalue()).status_code == 302
+    assert Trajectory.objects.filter(id__startswith="codex-").count() == 4
+
+
+def test_a_bad_transcript_names_its_file_and_line_and_imports_nothing(client):
+    login(client, reviewer=True)
+    lines = TRANSCRIPT.read_bytes().splitlines(keepends=True)
+    bad = b"".join(lines[:2]) + b"{oops\n" + b"".join(lines[2:])
+    response = upload(client, "s.jsonl", bad)
+    assert response.status_code == 422
+    assert b"s.jsonl, line 3: not valid JSON" in response.content
+    assert not Trajectory.objects.exists()

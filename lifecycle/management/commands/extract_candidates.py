@@ -1,6 +1,12 @@
 from django.core.management.base import CommandError
 
-from lifecycle.extractors import LlmAnswerError, LlmNotConfigured, extract_candidates
+from lifecycle.extractors import (
+    FamilyNotFound,
+    LlmAnswerError,
+    LlmNotConfigured,
+    extract_candidates,
+    extract_from_family,
+)
 from lifecycle.management.base import JsonCommand
 
 
@@ -14,11 +20,19 @@ class Command(JsonCommand):
         super().add_arguments(parser)
         parser.add_argument("--llm", action="store_true", help="also ask the configured LLM")
         parser.add_argument("--case", action="append", help="only these failure ids (repeat)")
+        parser.add_argument(
+            "--family",
+            help="instead, the recovery extractor on one failure family: its atoms, as the "
+            "corpus page lists them (e.g. 'action:git.push error:non_fast_forward')",
+        )
 
     def handle(self, *args, **options):
         try:
-            run = extract_candidates(llm=options["llm"], case_ids=options["case"])
-        except (LlmNotConfigured, LlmAnswerError) as exc:
+            if options["family"]:
+                run = extract_from_family(atoms=options["family"].split())
+            else:
+                run = extract_candidates(llm=options["llm"], case_ids=options["case"])
+        except (LlmNotConfigured, LlmAnswerError, FamilyNotFound) as exc:
             raise CommandError(f"{exc}; nothing recorded") from None
         human = [
             f"[{p.extractor}] {p.source_case} ({p.scope}): {p.trigger} → {p.directive}"
