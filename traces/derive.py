@@ -147,37 +147,10 @@ def error_atoms(texts: list[tuple[str, str]]) -> tuple[list[str], list[Because]]
     texts = [(source, _normalise(text)) for source, text in texts if text and text.strip()]
     # One pass finds the rules that may match; only those are searched (errors.candidates).
     may = errors.candidates("\n".join(text for _, text in texts))
-    reasons: list[Because] = []
-    for rule in errors.RULES:
-        if rule.name not in may:
-            continue
-        hit = _first(rule.pattern, texts)
-        if hit:
-            reasons.append(Because(f"error:{rule.error_class}", rule.name, hit[0], hit[1].group(0)))
-    for rule in errors.HTTP_STATUS:
-        if rule.name not in may:
-            continue
-        for source, text in texts:
-            for match in rule.pattern.finditer(text):
-                reasons.append(
-                    Because(f"error:http_{match.group(1)}", rule.name, source, match.group(0))
-                )
+    reasons = _rule_reasons(errors.RULES, texts, may) + _http_status_reasons(texts, may)
     if not any(r.atom.startswith("error:http_") for r in reasons):
-        for rule in errors.HTTP_PHRASE_ONLY:
-            if rule.name not in may:
-                continue
-            hit = _first(rule.pattern, texts)
-            if hit:
-                reasons.append(
-                    Because(f"error:{rule.error_class}", rule.name, hit[0], hit[1].group(0))
-                )
-    for source, text in texts if "errno" in may else ():
-        for match in errors.ERRNO_PATTERN.finditer(text):
-            error_class = errors.ERRNO.get(int(match.group(1)))
-            if error_class:
-                reasons.append(
-                    Because(f"error:{error_class}", "errno.number", source, match.group(0))
-                )
+        reasons += _rule_reasons(errors.HTTP_PHRASE_ONLY, texts, may)
+    reasons += _errno_reasons(texts) if "errno" in may else []
     reasons += _exception_reasons(texts) if "exception" in may else []
     classes = {r.atom for r in reasons}
     if "error:module_not_found" in classes:
@@ -189,6 +162,35 @@ def error_atoms(texts: list[tuple[str, str]]) -> tuple[list[str], list[Because]]
         reasons = [r for r in reasons if r.atom != "error:test_failed"]
     atoms = list(dict.fromkeys(r.atom for r in reasons))
     return atoms, reasons
+
+
+def _rule_reasons(rules, texts: list[tuple[str, str]], may: set[str]) -> list[Because]:
+    """The first match of each rule that may match, with its class."""
+    reasons = []
+    for rule in rules:
+        hit = _first(rule.pattern, texts) if rule.name in may else None
+        if hit:
+            reasons.append(Because(f"error:{rule.error_class}", rule.name, hit[0], hit[1].group(0)))
+    return reasons
+
+
+def _http_status_reasons(texts: list[tuple[str, str]], may: set[str]) -> list[Because]:
+    return [
+        Because(f"error:http_{match.group(1)}", rule.name, source, match.group(0))
+        for rule in errors.HTTP_STATUS
+        if rule.name in may
+        for source, text in texts
+        for match in rule.pattern.finditer(text)
+    ]
+
+
+def _errno_reasons(texts: list[tuple[str, str]]) -> list[Because]:
+    return [
+        Because(f"error:{errors.ERRNO[number]}", "errno.number", source, match.group(0))
+        for source, text in texts
+        for match in errors.ERRNO_PATTERN.finditer(text)
+        if (number := int(match.group(1))) in errors.ERRNO and errors.ERRNO[number]
+    ]
 
 
 def _exception_reasons(texts: list[tuple[str, str]]) -> list[Because]:
