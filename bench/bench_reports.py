@@ -2,10 +2,10 @@
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_reports_bench python bench/bench_reports.py
 
-- one report taken in (store + trial enrolment, `reports_ingest`: one statement) with 100 and
-  with 10,000 candidates in force whose trials are full, and with 10 more candidates whose
+- one report taken in (store + trial enrolment, `reports_ingest`, one transaction) with 100
+  and with 10,000 candidates in force whose trials are full, and with 10 more candidates whose
   trials still need sessions: median wall, CPU and statements of `--runs` reports (target:
-  10,000 ≤ 1.2× 100), and the buffers that statement touches;
+  10,000 ≤ 1.2× 100);
 - `POST /reports` through Django's test client (middleware, token auth, JSON, the same
   intake), one worker, for `--seconds`, with 10,000 candidates in force (target ≥ 150/s).
 Round kicks stop at the broker: the request path never waits for a round (semantics §9.4).
@@ -121,8 +121,8 @@ def bench_one_report(runs: int, counter) -> list[Meter]:
     """Each timed report meets OPEN fresh candidates whose trials need sessions (made before
     the timer starts), so it both skips the full trials and enrols into the open ones."""
     from lifecycle.models import Rule, TrialEnrolment
+    from lifecycle.services.reports import reports_ingest
     from lifecycle.validation import read_jsonl
-    from replay.intake import reports_ingest
 
     meters = []
     for _ in range(runs):
@@ -142,35 +142,6 @@ def summary(meters: list[Meter]) -> str:
     cpu = statistics.median(m.cpu for m in meters) * 1000
     statements = statistics.median(m.statements for m in meters)
     return f"{wall:6.1f} ms wall, {cpu:5.1f} ms CPU, {statements:.0f} statements"
-
-
-def intake_buffers(n: int) -> int:
-    """Shared buffers the one statement of one fresh report touches, enrolment included
-    (EXPLAIN ANALYZE, rolled back): what the database reads, whatever the timer says on a
-    shared machine."""
-    from django.db import connection, transaction
-    from django.utils import timezone
-
-    from lifecycle.services.reports import reports_parse
-    from lifecycle.validation import read_jsonl
-    from replay.intake import _one_report_statement
-
-    [(_, fields)] = reports_parse(read_jsonl([one_report(n, session=f"explain-{n}")])).values()
-    sql, params = _one_report_statement(fields, actor="bench", now=timezone.now())
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
-        plan = cursor.fetchone()[0]
-        plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
-        transaction.set_rollback(True)
-    # The top node counts the terms the final SELECT reads (known, stored); each other
-    # writing term runs on its own and counts apart (the triggers' buffers are not counted).
-    terms = [
-        node
-        for node in plan.get("Plans", [])
-        if node.get("Parent Relationship") == "InitPlan"
-        and node.get("Subplan Name") not in ("CTE known", "CTE stored", "CTE hit", "CTE mine")
-    ]
-    return sum(node["Shared Hit Blocks"] + node["Shared Read Blocks"] for node in [plan, *terms])
 
 
 def bench_post_reports(seconds: float, counter) -> tuple[float, float, float]:
@@ -256,14 +227,6 @@ def main() -> None:
         m.wall for m in meters[100]
     )
     print(f"  ratio 10,000 / 100: {ratio:.2f} (wall)")
-    for size, state in ((100, "retired"), (10_000, "candidate")):
-        Rule.objects.filter(id__startswith="MORE").update(state=state)
-        add_candidates(f"OPENX{size}", OPEN, full=False)
-        print(
-            f"  the intake statement, {size:>6,} candidates in force: "
-            f"{intake_buffers(next(counter))} buffers"
-        )
-        Rule.objects.filter(id__startswith="OPENX").update(state="retired")
     rate, cpu_share, per_request = bench_post_reports(args.seconds, counter)
     print(
         f"POST /reports, one worker, 10,000 candidates in force: {rate:.0f}/s "

@@ -19,11 +19,11 @@ import lifecycle
 from lifecycle.journal import EventType
 from lifecycle.models import JournalEvent, Rule
 from lifecycle.services.candidates import candidates_record
+from lifecycle.services.reports import reports_ingest
 from lifecycle.services.traces import import_traces
 from lifecycle.signals import one_announcement
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, read_jsonl
-from replay.intake import reports_ingest
 from replay.rounds import round_run, run_until_settled
 from traces.model import TraceRejected
 
