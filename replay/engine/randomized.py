@@ -31,8 +31,8 @@ a trial of three sessions that all agree is not read as having no variance. The 
 asymptotic; the unit tests and `bench/bench_trials.py` measure the error rates at the sizes
 the trials run at (the defaults: at most 400 sessions), across base rates 0.1–0.7.
 
-The decision, in this order, with `L` and `U` the lower and upper bounds and `m` the promote
-margin: `L > 0` → retire, the candidate made it worse (harm, however few sessions); `U < −m`
+The decision (`classify`), in this order, with `L` and `U` the lower and upper bounds and `m`
+the promote margin: `L > 0` → retire, the candidate made it worse (harm, however few sessions); `U < −m`
 → promote (fewer breaches by at least the margin, with confidence); `L > −m` → retire, the
 interval excludes an improvement of the margin; `max_sessions` sessions in the trial →
 retire; otherwise pending, with the arms in words and about how many more sessions the
@@ -197,12 +197,11 @@ def bounds(n_t, b_t, n_c, b_c, *, alpha: float, tightest_at: float = TIGHTEST_AT
     n_t, b_t, n_c, b_c = (np.asarray(x, dtype=float) for x in (n_t, b_t, n_c, b_c))
     effect = b_t / n_t - b_c / n_c
     half = half_width(n_t, b_t, n_c, b_c, alpha=alpha, tightest_at=tightest_at)
-    return effect, effect - half, effect + half
+    # A difference of two rates lies in [−1, 1]: intersecting with it keeps every guarantee.
+    return effect, np.maximum(effect - half, -1.0), np.minimum(effect + half, 1.0)
 
 
-def p_value(
-    n_t, b_t, n_c, b_c, *, null: float, above: bool, alpha: float, tightest_at=TIGHTEST_AT
-):
+def p_value(n_t, b_t, n_c, b_c, *, null: float, above: bool, alpha: float, tightest_at=TIGHTEST_AT):
     """The always-valid p-value (1/M, at most 1) against "effect ≤ null" when `above` (the
     alternative is an effect above it), else against "effect ≥ null". `alpha` sets only the
     mixture's scale: the p-value is ≤ alpha exactly when the bound of that level clears
@@ -238,23 +237,44 @@ def analyse(treatment: Arm, control: Arm, design: Design) -> Analysis:
 
 # --- the decision ----------------------------------------------------------------------------
 
+PENDING, HARM, PROMOTE, NO_IMPROVEMENT, CAPPED = range(5)
+
+
+def classify(n_t, b_t, n_c, b_c, *, design: Design):
+    """The decision of semantics §20.4 for many trials at once (numpy arrays of counts): one of
+    PENDING, HARM, PROMOTE, NO_IMPROVEMENT, CAPPED each. `decide` and the bench both use it."""
+    import numpy as np
+
+    n_t, b_t, n_c, b_c = (np.asarray(x, dtype=float) for x in (n_t, b_t, n_c, b_c))
+    both = (n_t > 0) & (n_c > 0)
+    # An empty arm is given one pretend healthy session, so the arithmetic stays finite;
+    # `both` keeps such a trial pending.
+    n_t, n_c = np.maximum(n_t, 1), np.maximum(n_c, 1)
+    _, lower, upper = bounds(n_t, b_t, n_c, b_c, alpha=design.alpha, tightest_at=design.tightest_at)
+    capped = n_t + n_c >= design.max_sessions
+    return np.select(
+        [~both, lower > 0, upper < -design.margin, lower > -design.margin, capped],
+        [PENDING, HARM, PROMOTE, NO_IMPROVEMENT, CAPPED],
+        default=PENDING,
+    )
+
 
 def decide(trial: RandomizedTrial) -> Verdict:
-    """The verdict of semantics §20.4 on the trial so far."""
-    a, d = trial.analysis, trial.design
+    """The verdict of semantics §20.4 on the trial so far, with the arms in words."""
+    a, d, t, c = trial.analysis, trial.design, trial.treatment, trial.control
+    code = int(classify(t.sessions, t.breached, c.sessions, c.breached, design=d))
     if a.effect is None:
         words = f"{_arms_words(trial)}; waiting for sessions in both arms"
         return Verdict("pending", FORWARD_TRIAL, words, TRIAL_IN_PROGRESS)
     figures = f"{_arms_words(trial)}; effect {_interval_words(a)}"
-    if a.lower > 0:
-        reason = f"made it worse: {figures}, p {_p(a.p_harm)}"
-        return Verdict("retire", FORWARD_TRIAL, reason)
-    if a.upper < -d.margin:
+    if code == HARM:
+        return Verdict("retire", FORWARD_TRIAL, f"made it worse: {figures}, p {_p(a.p_harm)}")
+    if code == PROMOTE:
         return Verdict("promote", FORWARD_TRIAL, f"improved: {figures}, p {_p(a.p_improvement)}")
-    if a.lower > -d.margin:
+    if code == NO_IMPROVEMENT:
         reason = f"no improvement of {d.margin:.2f}: {figures}, p {_p(a.p_no_improvement)}"
         return Verdict("retire", FORWARD_TRIAL, reason)
-    if trial.enrolled >= d.max_sessions:
+    if code == CAPPED:
         reason = f"no improvement within {d.max_sessions} sessions: {figures}"
         return Verdict("retire", FORWARD_TRIAL, reason)
     return Verdict("pending", FORWARD_TRIAL, f"{figures}; {_to_go_words(trial)}", TRIAL_IN_PROGRESS)
