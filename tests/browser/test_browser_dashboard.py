@@ -172,7 +172,7 @@ def test_a_started_round_updates_its_status_without_reloading(signed_in, shot, w
     # C-001 does, and C-001 is active: the control arm is rescued too, so its first look shows
     # no difference and it waits for more samples. C-009, C-010 and C-013 still wait for
     # sessions that read their scopes (semantics §20).
-    expect(newest).to_contain_text("1 promoted · 0 retired · 5 pending")
+    expect(newest).to_contain_text("1 promoted · 0 retired · 4 pending")
     assert Rule.objects.get(pk="C-014").state == "active"
     new = Rule.objects.get(directive__startswith="fetch and rebase")
     assert (new.state, new.pending_reason) == ("candidate", "replay_inconclusive")
