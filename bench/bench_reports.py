@@ -2,10 +2,11 @@
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_reports_bench python bench/bench_reports.py
 
-- one report taken in (store + trial enrolment, `reports_ingest`, one transaction) with 100
-  and with 10,000 candidates in force whose trials are full, and with 10 more candidates whose
-  trials still need sessions: median wall, CPU and statements of `--runs` reports (target:
-  10,000 ≤ 1.2× 100);
+- one report taken in (store + trials, `reports_ingest`, one transaction) with 100 and with
+  10,000 candidates in force, and 10 more: under `randomized` (semantics §20) the report's
+  session was exposed to those 10 and the report writes their outcomes; under `baseline` (§8)
+  the 10,000 trials are full and the 10 still need sessions. Median wall, CPU and statements
+  of `--runs` reports (target: 10,000 ≤ 1.2× 100), for each design;
 - `POST /reports` through Django's test client (middleware, token auth, JSON, the same
   intake), one worker, for `--seconds`, with 10,000 candidates in force (target ≥ 150/s).
 Round kicks stop at the broker: the request path never waits for a round (semantics §9.4).
@@ -117,22 +118,53 @@ def one_report(n: int, *, session: str) -> str:
     )
 
 
+def expose(sessions: list[str], rule_ids: list[str]) -> None:
+    """The sessions read the candidates' scope: one exposure each, arms alternating (semantics
+    §20.1; made directly, the read is not what is timed)."""
+    from lifecycle.models import Exposure
+
+    Exposure.objects.bulk_create(
+        [
+            Exposure(
+                rule_id=rule_id,
+                session_id=session,
+                arm="treatment" if k % 2 else "control",
+                exposed_at=T0,
+            )
+            for session in sessions
+            for k, rule_id in enumerate(rule_ids)
+        ],
+        batch_size=5000,
+    )
+
+
 def bench_one_report(runs: int, counter) -> list[Meter]:
-    """Each timed report meets OPEN fresh candidates whose trials need sessions (made before
-    the timer starts), so it both skips the full trials and enrols into the open ones."""
-    from lifecycle.models import Rule, TrialEnrolment
+    """Each timed report meets OPEN fresh candidates (made before the timer starts): under
+    `baseline` their trials need sessions, so it both skips the full trials and enrols into
+    the open ones; under `randomized` its session was exposed to them, so it writes their
+    outcomes."""
+    from django.conf import settings
+
+    from lifecycle.models import Exposure, Rule, TrialEnrolment
     from lifecycle.services.reports import reports_ingest
     from lifecycle.validation import read_jsonl
 
+    randomized = settings.CAUTERWEB_TRIAL_DESIGN == "randomized"
     meters = []
     for _ in range(runs):
         n = next(counter)
         Rule.objects.filter(id__startswith="OPEN").update(state="retired")
         add_candidates(f"OPEN{n}", OPEN, full=False)
+        if randomized:
+            expose([f"live-{n}"], [f"OPEN{n}-{i:05d}" for i in range(OPEN)])
         with Meter() as meter:
             reports_ingest(read_jsonl([one_report(n, session=f"live-{n}")]))
         meters.append(meter)
-        assert TrialEnrolment.objects.filter(session_id=f"live-{n}").count() == OPEN
+        if randomized:
+            done = Exposure.objects.filter(session_id=f"live-{n}", reported_at__isnull=False)
+        else:
+            done = TrialEnrolment.objects.filter(session_id=f"live-{n}")
+        assert done.count() == OPEN
     Rule.objects.filter(id__startswith="OPEN").update(state="retired")
     return meters
 
@@ -154,6 +186,15 @@ def bench_post_reports(seconds: float, counter) -> tuple[float, float, float]:
     ApiToken.objects.filter(name="bench").delete()
     key = token_create(name="bench", role="agent", actor="bench").key
     client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    from django.conf import settings
+
+    first = next(counter)
+    if settings.CAUTERWEB_TRIAL_DESIGN == "randomized":
+        # Enough sessions for any run, each exposed to 10 candidates in force.
+        add_candidates(f"POST{first}", OPEN, full=False)
+        sessions = [f"api-{n}" for n in range(first + 1, first + 1 + int(seconds * 1000))]
+        expose(sessions, [f"POST{first}-{i:05d}" for i in range(OPEN)])
 
     def post():
         n = next(counter)
@@ -180,6 +221,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--designs",
+        nargs="+",
+        choices=("randomized", "baseline"),
+        default=["randomized", "baseline"],
+        help="forward-trial designs to measure (semantics §20, §8)",
+    )
     args = parser.parse_args()
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
@@ -191,10 +239,10 @@ def main() -> None:
     django.setup()
     from itertools import count
 
+    from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
 
-    from lifecycle.models import Rule
     from replay.tasks import round_run_task
 
     call_command("migrate", verbosity=0)
@@ -203,16 +251,25 @@ def main() -> None:
         # session skip triggers, the one way to reset it.
         cursor.execute("SET session_replication_role = replica")
         cursor.execute(
-            "TRUNCATE lifecycle_trialenrolment, lifecycle_ruleread, lifecycle_report, "
+            "TRUNCATE lifecycle_trialenrolment, lifecycle_exposure, lifecycle_ruleread, "
+            "lifecycle_report, "
             "lifecycle_journalevent, lifecycle_rule, lifecycle_apitoken CASCADE"
         )
         cursor.execute("SET session_replication_role = DEFAULT")
     round_run_task.delay = lambda **kwargs: None
     counter = count()
-    print(f"one report in, median of {args.runs}; {os.cpu_count()} CPUs")
     add_candidates("FULL", 100, full=True)
     add_candidates("MORE", 9_900, full=True)
     connection.cursor().execute("ANALYZE")
+    for design in args.designs:
+        settings.CAUTERWEB_TRIAL_DESIGN = design
+        print(f"{design} trials: one report in, median of {args.runs}; {os.cpu_count()} CPUs")
+        bench_design(args, counter)
+
+
+def bench_design(args, counter) -> None:
+    from lifecycle.models import Rule
+
     bench_one_report(3, counter)  # warm-up: connection, caches
     # The two sizes alternate, one report each, so they share the machine's load: the 9,900
     # extra candidates leave and re-enter force between reports (untimed).
@@ -229,7 +286,7 @@ def main() -> None:
     print(f"  ratio 10,000 / 100: {ratio:.2f} (wall)")
     rate, cpu_share, per_request = bench_post_reports(args.seconds, counter)
     print(
-        f"POST /reports, one worker, 10,000 candidates in force: {rate:.0f}/s "
+        f"  POST /reports, one worker, 10,000 candidates in force: {rate:.0f}/s "
         f"({per_request:.1f} ms a request; this process on CPU {cpu_share:.0%} of the time)  "
         f"load {load()}"
     )

@@ -315,3 +315,30 @@ def test_sessions_that_never_read_the_scope_decide_nothing(settings):
     assert rule.verdict_reason == (
         "treatment 0 sessions, 0 breached; control 0, 0 breached; waiting for sessions in both arms"
     )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_first_reads_of_a_session_agree_on_its_arms():
+    import threading
+
+    for n in range(10):
+        candidate(f"C-{n}", trigger=f"when step {n} fails", directive=f"retry step {n}")
+    barrier, served_to = threading.Barrier(4), []
+
+    def read():
+        try:
+            barrier.wait()
+            served_to.append(tuple(served("same-session")))
+        finally:
+            connection.close()  # this thread's own connection
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(served_to)) == 1 and len(served_to) == 4
+    arms = dict(Exposure.objects.values_list("rule_id", "arm"))
+    assert len(arms) == 10 == Exposure.objects.count()
+    assert list(served_to[0]) == sorted(r for r, arm in arms.items() if arm == TREATMENT)
