@@ -342,3 +342,23 @@ def test_concurrent_first_reads_of_a_session_agree_on_its_arms():
     arms = dict(Exposure.objects.values_list("rule_id", "arm"))
     assert len(arms) == 10 == Exposure.objects.count()
     assert list(served_to[0]) == sorted(r for r, arm in arms.items() if arm == TREATMENT)
+
+
+def test_show_rule_gives_the_arms_of_a_randomized_trial(capsys):
+    import json
+
+    from django.core.management import call_command
+
+    candidate("C-1")
+    read_then_report(sessions("C-1", TREATMENT, 2, "t"), breached=False, value=0.9)
+    read_then_report(sessions("C-1", CONTROL, 3, "c"), breached=True, value=0.3)
+    served("waiting")
+    call_command("show_rule", "C-1", "--json")
+    arms = json.loads(capsys.readouterr().out)["trial"]["arms"]
+    waiting = arm_of("C-1", "waiting")
+    assert arms == {
+        "treatment": {"sessions": 2, "breached": 0, "unreported": int(waiting == TREATMENT)},
+        "control": {"sessions": 3, "breached": 3, "unreported": int(waiting == CONTROL)},
+    }
+    call_command("show_rule", "C-1")
+    assert "randomized trial: treatment 2 sessions, 0 breached" in capsys.readouterr().out
