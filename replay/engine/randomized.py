@@ -49,7 +49,7 @@ from . import FORWARD_TRIAL, TRIAL_IN_PROGRESS, Verdict
 
 TREATMENT = "treatment"
 CONTROL = "control"
-TEST = "one-sided normal-mixture confidence sequences (always valid)"
+TEST = "one-sided normal-mixture confidence sequences (always valid, asymptotically)"
 # The mixture's scale is chosen so the bounds are tightest near this many sessions at a 50%
 # breach rate. Smaller stops harm sooner and spends more width later; tuned over the grid of
 # bench/bench_trials.py, not on one profile.
