@@ -39,7 +39,14 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from lifecycle.models import JournalEvent, Report, Rule, RuleRead, TrialEnrolment  # noqa: E402
+from lifecycle.models import (  # noqa: E402
+    Exposure,
+    JournalEvent,
+    Report,
+    Rule,
+    RuleRead,
+    TrialEnrolment,
+)
 from lifecycle.services.corpus import import_corpus  # noqa: E402
 from replay import receivers  # noqa: E402
 from replay.rounds import round_run  # noqa: E402
@@ -169,27 +176,50 @@ def grow_history(size: int) -> None:
         cursor.execute("ANALYZE")
 
 
-def bench_forward_trial_round_of(n: int) -> Meter:
-    rules("FT", n)
-    TrialEnrolment.objects.bulk_create(
-        [
-            TrialEnrolment(
-                rule_id=f"FT-{i:05d}",
-                session_id=f"s{k}",
-                breached=k == 0,
-                enrolled_at=T0,
-                updated_at=T0,
-            )
-            for i in range(n)
-            for k in range(settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS)
-        ],
-        batch_size=5000,
-    )
+def bench_forward_trial_round_of(n: int, design: str) -> Meter:
+    """A round deciding n forward trials: §8's five sessions each (`baseline`), or §20's 60
+    exposed sessions each, 30 an arm with an outcome (`randomized`)."""
+    prefix = "FT" if design == "baseline" else "FR"
+    rules(prefix, n)
+    settings.CAUTERWEB_TRIAL_DESIGN = design
+    if design == "baseline":
+        TrialEnrolment.objects.bulk_create(
+            [
+                TrialEnrolment(
+                    rule_id=f"{prefix}-{i:05d}",
+                    session_id=f"s{k}",
+                    breached=k == 0,
+                    enrolled_at=T0,
+                    updated_at=T0,
+                )
+                for i in range(n)
+                for k in range(settings.CAUTERWEB_RULE_TRIAL_MIN_SESSIONS)
+            ],
+            batch_size=5000,
+        )
+    else:
+        Exposure.objects.bulk_create(
+            [
+                Exposure(
+                    rule_id=f"{prefix}-{i:05d}",
+                    session_id=f"s{k}",
+                    arm="treatment" if k % 2 else "control",
+                    exposed_at=T0,
+                    reported_at=T0,
+                    # treatment 3 of 30 breached, control 24 of 30: every trial promotes
+                    breached=(k % 20 < 2) if k % 2 else (k % 10 < 8),
+                    value=0.5,
+                )
+                for i in range(n)
+                for k in range(60)
+            ],
+            batch_size=5000,
+        )
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     with Meter() as meter:
         vround = round_run()
     assert vround.summary["decided"] == n, vround.summary
-    Rule.objects.filter(id__startswith="FT").update(state="retired")
+    Rule.objects.filter(id__startswith=prefix).update(state="retired")
     return meter
 
 
@@ -381,12 +411,13 @@ def main() -> None:
 
 def bench_rounds(n: int, history: int) -> None:
     grow_history(history)
-    ft = bench_forward_trial_round_of(n)
-    print(
-        f"  forward-trial round deciding {n} candidates: {ft.wall:6.3f} s wall / {ft.cpu:6.3f} s "
-        f"CPU / {ft.statements} statements  ({load()})",
-        flush=True,
-    )
+    for design in ("baseline", "randomized"):
+        ft = bench_forward_trial_round_of(n, design)
+        print(
+            f"  forward-trial round deciding {n} candidates ({design}): {ft.wall:6.3f} s wall / "
+            f"{ft.cpu:6.3f} s CPU / {ft.statements} statements  ({load()})",
+            flush=True,
+        )
     import_corpus([json.dumps(line) for line in corpus_lines(n)])
     for concurrency in (1, 8):
         replay, backend_s = bench_replay_round(n, concurrency)

@@ -2,10 +2,11 @@
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_reports_bench python bench/bench_reports.py
 
-- one report taken in (store + trial enrolment, `reports_ingest`: one statement) with 100 and
-  with 10,000 candidates in force whose trials are full, and with 10 more candidates whose
-  trials still need sessions: median wall, CPU and statements of `--runs` reports (target:
-  10,000 ≤ 1.2× 100), and the buffers that statement touches;
+- one report taken in (store + trials, `reports_ingest`, one transaction) with 100 and with
+  10,000 candidates in force, and 10 more: under `randomized` (semantics §20) the report's
+  session was exposed to those 10 and the report writes their outcomes; under `baseline` (§8)
+  the 10,000 trials are full and the 10 still need sessions. Median wall, CPU and statements
+  of `--runs` reports (target: 10,000 ≤ 1.2× 100), for each design;
 - `POST /reports` through Django's test client (middleware, token auth, JSON, the same
   intake), one worker, for `--seconds`, with 10,000 candidates in force (target ≥ 150/s).
 Round kicks stop at the broker: the request path never waits for a round (semantics §9.4).
@@ -117,22 +118,53 @@ def one_report(n: int, *, session: str) -> str:
     )
 
 
-def bench_one_report(runs: int, counter) -> list[Meter]:
-    """Each timed report meets OPEN fresh candidates whose trials need sessions (made before
-    the timer starts), so it both skips the full trials and enrols into the open ones."""
-    from lifecycle.models import Rule, TrialEnrolment
-    from lifecycle.validation import read_jsonl
-    from replay.intake import reports_ingest
+def expose(sessions: list[str], rule_ids: list[str]) -> None:
+    """The sessions read the candidates' scope: one exposure each, arms alternating (semantics
+    §20.1; made directly, the read is not what is timed)."""
+    from lifecycle.models import Exposure
 
+    Exposure.objects.bulk_create(
+        [
+            Exposure(
+                rule_id=rule_id,
+                session_id=session,
+                arm="treatment" if k % 2 else "control",
+                exposed_at=T0,
+            )
+            for session in sessions
+            for k, rule_id in enumerate(rule_ids)
+        ],
+        batch_size=5000,
+    )
+
+
+def bench_one_report(runs: int, counter) -> list[Meter]:
+    """Each timed report meets OPEN fresh candidates (made before the timer starts): under
+    `baseline` their trials need sessions, so it both skips the full trials and enrols into
+    the open ones; under `randomized` its session was exposed to them, so it writes their
+    outcomes."""
+    from django.conf import settings
+
+    from lifecycle.models import Exposure, Rule, TrialEnrolment
+    from lifecycle.services.reports import reports_ingest
+    from lifecycle.validation import read_jsonl
+
+    randomized = settings.CAUTERWEB_TRIAL_DESIGN == "randomized"
     meters = []
     for _ in range(runs):
         n = next(counter)
         Rule.objects.filter(id__startswith="OPEN").update(state="retired")
         add_candidates(f"OPEN{n}", OPEN, full=False)
+        if randomized:
+            expose([f"live-{n}"], [f"OPEN{n}-{i:05d}" for i in range(OPEN)])
         with Meter() as meter:
             reports_ingest(read_jsonl([one_report(n, session=f"live-{n}")]))
         meters.append(meter)
-        assert TrialEnrolment.objects.filter(session_id=f"live-{n}").count() == OPEN
+        if randomized:
+            done = Exposure.objects.filter(session_id=f"live-{n}", reported_at__isnull=False)
+        else:
+            done = TrialEnrolment.objects.filter(session_id=f"live-{n}")
+        assert done.count() == OPEN
     Rule.objects.filter(id__startswith="OPEN").update(state="retired")
     return meters
 
@@ -142,35 +174,6 @@ def summary(meters: list[Meter]) -> str:
     cpu = statistics.median(m.cpu for m in meters) * 1000
     statements = statistics.median(m.statements for m in meters)
     return f"{wall:6.1f} ms wall, {cpu:5.1f} ms CPU, {statements:.0f} statements"
-
-
-def intake_buffers(n: int) -> int:
-    """Shared buffers the one statement of one fresh report touches, enrolment included
-    (EXPLAIN ANALYZE, rolled back): what the database reads, whatever the timer says on a
-    shared machine."""
-    from django.db import connection, transaction
-    from django.utils import timezone
-
-    from lifecycle.services.reports import reports_parse
-    from lifecycle.validation import read_jsonl
-    from replay.intake import _one_report_statement
-
-    [(_, fields)] = reports_parse(read_jsonl([one_report(n, session=f"explain-{n}")])).values()
-    sql, params = _one_report_statement(fields, actor="bench", now=timezone.now())
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
-        plan = cursor.fetchone()[0]
-        plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
-        transaction.set_rollback(True)
-    # The top node counts the terms the final SELECT reads (known, stored); each other
-    # writing term runs on its own and counts apart (the triggers' buffers are not counted).
-    terms = [
-        node
-        for node in plan.get("Plans", [])
-        if node.get("Parent Relationship") == "InitPlan"
-        and node.get("Subplan Name") not in ("CTE known", "CTE stored", "CTE hit", "CTE mine")
-    ]
-    return sum(node["Shared Hit Blocks"] + node["Shared Read Blocks"] for node in [plan, *terms])
 
 
 def bench_post_reports(seconds: float, counter) -> tuple[float, float, float]:
@@ -183,6 +186,19 @@ def bench_post_reports(seconds: float, counter) -> tuple[float, float, float]:
     ApiToken.objects.filter(name="bench").delete()
     key = token_create(name="bench", role="agent", actor="bench").key
     client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    from django.conf import settings
+    from django.db import connection
+
+    from lifecycle.models import Rule
+
+    first = next(counter)
+    if settings.CAUTERWEB_TRIAL_DESIGN == "randomized":
+        # Enough sessions for any run, each exposed to 10 candidates in force.
+        add_candidates(f"POST{first}", OPEN, full=False)
+        sessions = [f"api-{n}" for n in range(first + 1, first + 1 + int(seconds * 1000))]
+        expose(sessions, [f"POST{first}-{i:05d}" for i in range(OPEN)])
+        connection.cursor().execute("ANALYZE lifecycle_exposure")
 
     def post():
         n = next(counter)
@@ -202,6 +218,7 @@ def bench_post_reports(seconds: float, counter) -> tuple[float, float, float]:
         post()
         done += 1
     wall = time.perf_counter() - started
+    Rule.objects.filter(id__startswith="POST").update(state="retired")
     return done / wall, (time.process_time() - cpu) / wall, wall / done * 1000
 
 
@@ -209,6 +226,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--designs",
+        nargs="+",
+        choices=("randomized", "baseline"),
+        default=["randomized", "baseline"],
+        help="forward-trial designs to measure (semantics §20, §8)",
+    )
     args = parser.parse_args()
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
@@ -220,10 +244,10 @@ def main() -> None:
     django.setup()
     from itertools import count
 
+    from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
 
-    from lifecycle.models import Rule
     from replay.tasks import round_run_task
 
     call_command("migrate", verbosity=0)
@@ -232,16 +256,25 @@ def main() -> None:
         # session skip triggers, the one way to reset it.
         cursor.execute("SET session_replication_role = replica")
         cursor.execute(
-            "TRUNCATE lifecycle_trialenrolment, lifecycle_ruleread, lifecycle_report, "
+            "TRUNCATE lifecycle_trialenrolment, lifecycle_exposure, lifecycle_ruleread, "
+            "lifecycle_report, "
             "lifecycle_journalevent, lifecycle_rule, lifecycle_apitoken CASCADE"
         )
         cursor.execute("SET session_replication_role = DEFAULT")
     round_run_task.delay = lambda **kwargs: None
     counter = count()
-    print(f"one report in, median of {args.runs}; {os.cpu_count()} CPUs")
     add_candidates("FULL", 100, full=True)
     add_candidates("MORE", 9_900, full=True)
     connection.cursor().execute("ANALYZE")
+    for design in args.designs:
+        settings.CAUTERWEB_TRIAL_DESIGN = design
+        print(f"{design} trials: one report in, median of {args.runs}; {os.cpu_count()} CPUs")
+        bench_design(args, counter)
+
+
+def bench_design(args, counter) -> None:
+    from lifecycle.models import Rule
+
     bench_one_report(3, counter)  # warm-up: connection, caches
     # The two sizes alternate, one report each, so they share the machine's load: the 9,900
     # extra candidates leave and re-enter force between reports (untimed).
@@ -256,17 +289,9 @@ def main() -> None:
         m.wall for m in meters[100]
     )
     print(f"  ratio 10,000 / 100: {ratio:.2f} (wall)")
-    for size, state in ((100, "retired"), (10_000, "candidate")):
-        Rule.objects.filter(id__startswith="MORE").update(state=state)
-        add_candidates(f"OPENX{size}", OPEN, full=False)
-        print(
-            f"  the intake statement, {size:>6,} candidates in force: "
-            f"{intake_buffers(next(counter))} buffers"
-        )
-        Rule.objects.filter(id__startswith="OPENX").update(state="retired")
     rate, cpu_share, per_request = bench_post_reports(args.seconds, counter)
     print(
-        f"POST /reports, one worker, 10,000 candidates in force: {rate:.0f}/s "
+        f"  POST /reports, one worker, 10,000 candidates in force: {rate:.0f}/s "
         f"({per_request:.1f} ms a request; this process on CPU {cpu_share:.0%} of the time)  "
         f"load {load()}"
     )

@@ -1,9 +1,10 @@
 """The rule tool over MCP (semantics §4, §5), with the official `mcp` SDK.
 
 One tool, `rules`: the rules for a scope and/or a query, with the semantics of the API's rule
-tool — it is the same function (`lifecycle.scopes.rule_tool_read`): candidates are always
-returned, a query narrows only the active rules, and the read is recorded against the
-session that made it.
+tool — it is the same function (`lifecycle.scopes.rule_tool_read`): a query narrows only the
+active rules, the read is recorded against the session that made it, and under randomized
+forward trials (semantics §20) the session is served the candidates of its treatment arms
+only (none without a session id).
 
 Transports and who is calling:
 - stdio (`cauterweb mcp`): the agent's API token in `CAUTERWEB_AGENT_TOKEN`, checked when the
@@ -34,8 +35,9 @@ TOOL_DESCRIPTION = (
     "The rules this team has learned from past agent failures. Call it before acting in a "
     "scope (e.g. 'git', 'repo:payments'), or with a query (words or atoms such as "
     "'action:git.push error:non_fast_forward'). Active rules are the team's standing "
-    "practice; candidates are provisional rules under evaluation and are always included: "
-    "follow them too, they are measured by whether they help."
+    "practice; candidates are provisional rules under evaluation: follow them too, they are "
+    "measured by whether they help. Pass your session id, so the rules you are served stay "
+    "the same for the whole session."
 )
 
 

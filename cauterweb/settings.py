@@ -284,6 +284,24 @@ if not 0 < CAUTERWEB_REPLAY_ALPHA < 1:
     raise ImproperlyConfigured(
         f"CAUTERWEB_REPLAY_ALPHA={CAUTERWEB_REPLAY_ALPHA!r} must be between 0 and 1"
     )
+# randomized: forward trials are randomized experiments on the sessions that read a candidate's
+# scope, decided by an always-valid sequential test (semantics §20); baseline: §8 as written.
+CAUTERWEB_TRIAL_DESIGN = env_choice(
+    "CAUTERWEB_TRIAL_DESIGN", "randomized", ("randomized", "baseline")
+)
+# Share of sessions assigned to a candidate's treatment arm (semantics §20.1).
+CAUTERWEB_TRIAL_ALLOCATION = env_float("CAUTERWEB_TRIAL_ALLOCATION", 0.5)
+if not 0 < CAUTERWEB_TRIAL_ALLOCATION < 1:
+    raise ImproperlyConfigured(
+        f"CAUTERWEB_TRIAL_ALLOCATION={CAUTERWEB_TRIAL_ALLOCATION!r} must be between 0 and 1"
+    )
+CAUTERWEB_TRIAL_ALPHA = env_float("CAUTERWEB_TRIAL_ALPHA", 0.05)
+if not 0 < CAUTERWEB_TRIAL_ALPHA < 0.5:
+    raise ImproperlyConfigured(
+        f"CAUTERWEB_TRIAL_ALPHA={CAUTERWEB_TRIAL_ALPHA!r} must be between 0 and 0.5"
+    )
+# Sessions with an outcome, both arms, after which an undecided trial retires (semantics §20.4).
+CAUTERWEB_TRIAL_MAX_SESSIONS = env_int("CAUTERWEB_TRIAL_MAX_SESSIONS", 400, minimum=2)
 # How many replays may run at once (semantics §18): Celery tasks across the workers when a
 # broker is configured, threads of one bounded pool in the embedded default.
 CAUTERWEB_REPLAY_CONCURRENCY = env_int("CAUTERWEB_REPLAY_CONCURRENCY", 1, minimum=1)

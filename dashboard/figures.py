@@ -335,3 +335,74 @@ def paired_effect(figures: dict, *, promote_margin: float, regress_margin: float
             ],
         ),
     }
+
+
+def trial_interval(path: list[dict], *, promote_margin: float) -> dict:
+    """A randomized trial's effect (treatment − control rate of the target condition, semantics
+    §20.5) after each session, with its always-valid bounds narrowing around it: promotion when
+    the band falls wholly below −margin, retirement when it rises above it (harm: above 0)."""
+    sessions = [p["sessions"] for p in path]
+    band = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
+    return {
+        "data": [
+            {**band, "type": "scatter", "x": sessions, "y": [p["upper"] for p in path]},
+            {
+                **band,
+                "type": "scatter",
+                "x": sessions,
+                "y": [p["lower"] for p in path],
+                "fill": "tonexty",
+                "fillcolor": "rgba(91, 100, 117, 0.2)",
+                "name": "bounds",
+                "showlegend": True,
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": sessions,
+                "y": [p["effect"] for p in path],
+                "name": "effect",
+                "line": {"color": NEUTRAL, "width": 2},
+                "hovertemplate": "after %{x} sessions: %{y:+.2f}<extra></extra>",
+            },
+        ],
+        "layout": _layout(
+            "Effect of the rule as sessions came in: treatment − control, with its bounds",
+            height=320,
+            xaxis={"title": {"text": "sessions in the trial"}},
+            yaxis={"title": {"text": "treatment − control rate"}, "range": [-1, 1]},
+            shapes=[
+                _hline(0.0, BAD, "dot"),
+                _hline(-promote_margin, GOOD, "dash"),
+            ],
+            annotations=[
+                _hnote(0.0, "worse above 0", BAD, side="left"),
+                _hnote(-promote_margin, f"promote below −{promote_margin:g}", GOOD),
+            ],
+        ),
+    }
+
+
+def _hline(y: float, colour: str, dash: str) -> dict:
+    return {
+        "type": "line",
+        "xref": "paper",
+        "x0": 0,
+        "x1": 1,
+        "y0": y,
+        "y1": y,
+        "line": {"color": colour, "width": 1, "dash": dash},
+    }
+
+
+def _hnote(y: float, text: str, colour: str, side: str = "right") -> dict:
+    return {
+        "xref": "paper",
+        "x": 1 if side == "right" else 0,
+        "y": y,
+        "xanchor": side,
+        "yanchor": "top" if side == "right" else "bottom",
+        "text": text,
+        "showarrow": False,
+        "font": {"color": colour, "size": 11},
+    }

@@ -241,3 +241,26 @@ def matrix_csv_rows(rows: list[MatrixRow], *, metric: str) -> list[list[str]]:
 
 def short_outcome(outcome: str) -> str:
     return SHORT_OUTCOMES.get(outcome, outcome)
+
+
+def randomized_trial(trial: dict) -> dict:
+    """A randomized trial's evidence (semantics §20.5) as the rule page words it: its arms in
+    order and the effect with its bounds ("−0.29 [−0.62, +0.04]")."""
+
+    def signed(x: float) -> str:
+        return f"{x:+.2f}".replace("-", "−")
+
+    effect, interval = trial.get("effect"), trial.get("interval")
+    words = "not yet: both arms need a session with an outcome"
+    if effect is not None and interval:
+        words = f"{signed(effect)} [{signed(interval[0])}, {signed(interval[1])}]"
+
+    def p(value: float) -> str:
+        return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+
+    return {
+        "arms": [{"name": name, **trial["arms"][name]} for name in ("treatment", "control")],
+        "effect_words": words,
+        "p_words": f"harm {p(trial['p_harm'])} · an improvement of the margin "
+        f"{p(trial['p_improvement'])} · no improvement {p(trial['p_no_improvement'])}",
+    }

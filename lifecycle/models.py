@@ -261,6 +261,12 @@ class Rule(models.Model):
         )
         if self.pending_reason == PendingReason.REPLAY_INCONCLUSIVE and paired_words:
             return f"replay inconclusive: {self.verdict_reason}"
+        # A randomized trial says where its arms stand (semantics §20.4): "treatment 31
+        # sessions, 6 breached; control 29, 14 breached; effect −0.27 [−0.52, +0.02]; …".
+        if self.pending_reason == PendingReason.TRIAL_IN_PROGRESS and (
+            self.verdict_reason.startswith("treatment ")
+        ):
+            return f"forward trial in progress: {self.verdict_reason}"
         if self.pending_reason:
             return PendingReason(self.pending_reason).label
         if self.first_attempted_at is None:
@@ -293,6 +299,46 @@ class TrialEnrolment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule_id} ← {self.session_id}"
+
+
+class TrialArm(models.TextChoices):
+    TREATMENT = "treatment"
+    CONTROL = "control"
+
+
+class Exposure(models.Model):
+    """A session assigned to an arm of a candidate's randomized forward trial (semantics §20.1),
+    recorded once, when the session first reads the candidate's scope; then its outcome, from
+    the session's reports (§20.3)."""
+
+    # No index of its own: exposure_unique leads with the rule.
+    rule = models.ForeignKey(
+        Rule, on_delete=models.CASCADE, related_name="exposures", db_index=False
+    )
+    session_id = models.CharField(max_length=128)
+    arm = models.CharField(max_length=16, choices=TrialArm.choices)
+    exposed_at = models.DateTimeField()
+    # When the session's first report reached this exposure: the order the trial saw its
+    # outcomes in. Null: no report yet, not in the trial's counts.
+    reported_at = models.DateTimeField(null=True, blank=True)
+    # Did the session show the candidate's target condition (a later report can still flip it)?
+    breached = models.BooleanField(default=False)
+    # The deciding metric's value in the session's latest report that carried it.
+    value = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "session_id"], name="exposure_unique"),
+            models.CheckConstraint(
+                condition=Q(arm__in=["treatment", "control"]), name="exposure_arm_valid"
+            ),
+        ]
+        # A report updates its own session's exposures: found by session, so the cost does not
+        # grow with how many candidates are in force.
+        indexes = [models.Index(fields=["session_id"], name="exposure_session")]
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} ← {self.session_id} ({self.arm})"
 
 
 class RuleRead(models.Model):

@@ -1,20 +1,30 @@
-"""Scope files and the rule tool (semantics §4, §5).
+"""Scope files and the rule tool (semantics §4, §5, §20.1).
 
-A candidate must be in force to be measurable, so candidates are always rendered and always
-returned; a query may narrow the active rules, never the candidates.
+A candidate must be in force to be measurable; a query may narrow the active rules, never the
+candidates. Under the `baseline` trial design every read is served every candidate. Under
+`randomized` a read with a session id assigns the session to each candidate's treatment or
+control arm — once, recorded as an exposure — and is served the candidates of its treatment
+arms only; a read without a session id cannot be assigned and is served active rules only.
 """
 
 import re
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from . import atoms as atom_lib
+from .assignment import TREATMENT, arm_for
 from .matching import rule_matches
-from .models import Rule, RuleRead, RuleState
+from .models import Exposure, Rule, RuleRead, RuleState
 
 PROVISIONAL_HEADING = "Provisional rules (under evaluation)"
+PER_SESSION = (
+    "(candidates are served per session: fetch this file with your session id, or read the "
+    "rule tool with it)"
+)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 
 
@@ -106,6 +116,49 @@ def record_reads(
     )
 
 
+def randomized() -> bool:
+    return settings.CAUTERWEB_TRIAL_DESIGN == "randomized"
+
+
+def exposures_assign(*, rule_ids: list[str], session_id: str, now: datetime) -> dict[str, str]:
+    """rule id → the session's arm in that candidate's trial (semantics §20.1), assigned and
+    recorded on the session's first read, read back ever after. Two first reads at once both
+    insert the same deterministic arm; the unique constraint keeps one, and both read it."""
+    if not rule_ids:
+        return {}
+    mine = Exposure.objects.filter(session_id=session_id, rule_id__in=rule_ids)
+    arms = dict(mine.values_list("rule_id", "arm"))
+    missing = [rule_id for rule_id in rule_ids if rule_id not in arms]
+    if missing:
+        key = settings.SECRET_KEY.encode()
+        allocation = settings.CAUTERWEB_TRIAL_ALLOCATION
+        Exposure.objects.bulk_create(
+            [
+                Exposure(
+                    rule_id=rule_id,
+                    session_id=session_id,
+                    arm=arm_for(rule_id, session_id, allocation=allocation, key=key),
+                    exposed_at=now,
+                )
+                for rule_id in missing
+            ],
+            ignore_conflicts=True,
+        )
+        arms.update(mine.filter(rule_id__in=missing).values_list("rule_id", "arm"))
+    return arms
+
+
+def served_candidates(candidates: list[Rule], *, session_id: str, now: datetime) -> list[Rule]:
+    """The candidates a read serves: all of them under the baseline design; under randomized,
+    those whose treatment arm the session is in (none for a read without a session id)."""
+    if not randomized():
+        return candidates
+    if not (session_id and candidates):
+        return []
+    arms = exposures_assign(rule_ids=[c.id for c in candidates], session_id=session_id, now=now)
+    return [c for c in candidates if arms[c.id] == TREATMENT]
+
+
 def rule_tool_read(
     *,
     scope: str | None,
@@ -114,12 +167,15 @@ def rule_tool_read(
     now: datetime | None = None,
     via: str = "api",
 ) -> list[dict]:
-    """The live rule tool (semantics §5): returns the rules and records the read for the session.
-    `via` says which door the agent came through (the API, the MCP server)."""
+    """The live rule tool (semantics §5, §20.1): returns the rules the session is served and
+    records the read (and, under randomized, its exposures). `via` says which door the agent
+    came through (the API, the MCP server)."""
+    now = now or timezone.now()
     active, candidates = scope_rules(scope, query=query)
-    returned = active + candidates
-    if session_id:
-        record_reads(session_id=session_id, rule_ids=[r.id for r in returned], via=via, now=now)
+    with transaction.atomic():
+        returned = active + served_candidates(candidates, session_id=session_id, now=now)
+        if session_id:
+            record_reads(session_id=session_id, rule_ids=[r.id for r in returned], via=via, now=now)
     return [rule_as_dict(r) for r in returned]
 
 
@@ -139,14 +195,25 @@ def _strip_when(trigger: str) -> str:
     return re.sub(r"^\s*when\s+", "", trigger, flags=re.IGNORECASE)
 
 
-def render_scope(scope: str) -> str:
-    """The scope file as agents read it (semantics §4): active rules, then the candidates under the
-    provisional heading."""
+def render_scope(scope: str, *, session_id: str = "", now: datetime | None = None) -> str:
+    """The scope file as agents read it (semantics §4, §20.2): active rules, then the
+    candidates the reader is served under the provisional heading. Fetched with a session id,
+    it is a read of that session, recorded like the rule tool's."""
+    now = now or timezone.now()
     active, candidates = scope_rules(scope)
+    with transaction.atomic():
+        served = served_candidates(candidates, session_id=session_id, now=now)
+        if session_id:
+            record_reads(
+                session_id=session_id, rule_ids=[r.id for r in active + served], via="file", now=now
+            )
     out = [f"# Rules for scope: {scope}", ""]
     out += [_render_rule(r) for r in active] or ["(no active rules)"]
     out += ["", f"## {PROVISIONAL_HEADING}", ""]
-    out += [_render_rule(r) for r in candidates] or ["(none)"]
+    if randomized() and not session_id:
+        out.append(PER_SESSION)
+    else:
+        out += [_render_rule(r) for r in served] or ["(none)"]
     return "\n".join(out) + "\n"
 
 

@@ -5,8 +5,8 @@ validation round (replay/apps.py). A state change that gives the engine work cal
 a bulk service wraps its items in `one_announcement()`, so a file of 500 candidates or a pack
 asks for one round when it commits, whoever called it (semantics §9.1).
 
-Trial enrolment is not announced: it is part of storing a report, and report intake calls it
-explicitly (replay/intake.py).
+Trial enrolment is not announced: it is part of storing a report
+(`lifecycle.services.reports.reports_ingest`), which announces the report.
 """
 
 import threading

@@ -38,7 +38,7 @@ from .config import RoundConfig
 from .designs import CandidateRun, CaseSpec
 from .dispatch import CeleryPool, Job, RunResult, ThreadPool, context_for, open_session
 from .models import ReplaySample, RoundStatus, ValidationRound
-from .trials import trial_counts, trial_of
+from .trials import sessions_needed, trial_counts, trial_of
 from .verdicts import ENGINE, Outcome, Writer, verdicts_write
 
 logger = logging.getLogger(__name__)
@@ -377,7 +377,7 @@ class Round:
             "validator": validator,
             "replay_attempts": rule.replay_attempts,
             "sessions_observed": trial.enrolled,
-            "sessions_needed": cfg.min_sessions,
+            "sessions_needed": sessions_needed(trial, min_sessions=cfg.min_sessions),
             "round_budget_exhausted": over,
         }
         outcome = Outcome(

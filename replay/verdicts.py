@@ -23,6 +23,7 @@ from lifecycle.states import Action, Actor
 
 from . import engine
 from .designs import CandidateRun
+from .engine.randomized import RandomizedTrial
 from .models import ValidationRound
 
 ENGINE = Actor.engine()
@@ -34,7 +35,7 @@ class Outcome:
 
     rule: Rule
     verdict: engine.Verdict
-    trial: engine.Trial
+    trial: engine.Trial | RandomizedTrial
     over: bool
     started: dict
     at: datetime

@@ -352,3 +352,25 @@ def round_config(**overrides) -> RoundConfig:
         "verifier": None,
     }
     return RoundConfig(**(fields | overrides))
+
+
+def sessions_in_arm(rule_id: str, arm: str, count: int, prefix: str = "s") -> list[str]:
+    """The first `count` session ids `{prefix}-N` this installation assigns to `arm` of the
+    candidate's randomized trial (semantics §20.1)."""
+    from django.conf import settings
+
+    from lifecycle.assignment import arm_for
+
+    found, n = [], 0
+    while len(found) < count:
+        session_id = f"{prefix}-{n}"
+        drawn = arm_for(
+            rule_id,
+            session_id,
+            allocation=settings.CAUTERWEB_TRIAL_ALLOCATION,
+            key=settings.SECRET_KEY.encode(),
+        )
+        if drawn == arm:
+            found.append(session_id)
+        n += 1
+    return found

@@ -3,6 +3,7 @@
 from lifecycle.models import JournalEvent, Rule
 from lifecycle.scopes import rule_as_dict
 from lifecycle.selectors.rules import extraction_report
+from replay.trials import rule_trial
 
 
 def rule_out(rule: Rule) -> dict:
@@ -50,6 +51,7 @@ def rule_detail_out(rule: Rule, evidence: dict) -> dict:
     return {
         "rule": rule_out(rule),
         "trial": vars(evidence["trial"]),
+        "randomized_trial": rule_trial(rule.id),
         "evidence": decided_by.evidence if decided_by else None,
         "extraction": extraction_report(rule.comparison),
         "journal": [event_out(e) for e in evidence["events"]],

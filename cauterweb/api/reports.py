@@ -2,7 +2,7 @@
 
 from ninja import Router
 
-from replay.intake import reports_ingest
+from lifecycle.services.reports import reports_ingest
 
 from . import bodies
 from .auth import WRITE, request_actor

@@ -165,6 +165,12 @@ class TrialOut(Schema):
 class RuleDetailOut(Schema):
     rule: RuleOut
     trial: TrialOut
+    randomized_trial: dict[str, Any] | None = Field(
+        description="the randomized forward trial (semantics §20.5): per arm the sessions, "
+        "breaches, rate and mean of the deciding metric; the effect (treatment − control) "
+        "with its always-valid bounds, the p-values, sessions spent, allocation, and `path`, "
+        "the interval after each session; null under the baseline design"
+    )
     evidence: dict[str, Any] | None = Field(
         description="the evidence of the event that decided the rule, if any"
     )
@@ -220,7 +226,9 @@ class ToolReadOut(Schema):
     scope: str
     session: str | None = Field(description="the session the read was recorded against")
     rules: list[ToolRuleOut] = Field(
-        description="active rules (narrowed by the query), then ALL candidates of the scope"
+        description="active rules (narrowed by the query), then the scope's candidates this "
+        "session is served: all of them under the baseline trial design, those of its "
+        "treatment arms under randomized (none without a session)"
     )
 
 

@@ -21,14 +21,21 @@ class ToolQuery(Schema):
     query: Text | None = Field(None, max_length=2000)
 
 
+class FileQuery(Schema):
+    session: Text | None = Field(None, min_length=1, max_length=128)
+
+
 @router.get(
     "/scopes/{path:scope}/rules",
     operation_id="ruleTool",
     auth=READ,
     response={200: ToolReadOut, **ERRORS},
-    summary="The rule tool: active rules (narrowed by query) and always every candidate",
-    description="Each read is recorded against `session` (semantics §5). Pass the agent's "
-    "session id so a candidate's trial can tell whether the session read it.",
+    summary="The rule tool: active rules (narrowed by query) and the candidates served",
+    description="Each read is recorded against `session` (semantics §5). Under randomized "
+    "forward trials (the default, semantics §20) the session is assigned to each candidate's "
+    "treatment or control arm on its first read and served the candidates of its treatment "
+    "arms only; a read without `session` is served active rules only. Under the baseline "
+    "design every candidate is served.",
 )
 def get_scope_rules(request, scope: ScopeName, params: Query[ToolQuery]):
     rules = rule_tool_read(scope=scope, session_id=params.session or "", query=params.query)
@@ -41,6 +48,9 @@ def get_scope_rules(request, scope: ScopeName, params: Query[ToolQuery]):
     auth=READ,
     response={200: ScopeFileOut, **ERRORS},
     summary="The rendered scope file: active rules, then the provisional ones (semantics §4)",
+    description="With `session`, a read of that session, assigned and recorded as the rule "
+    "tool's (semantics §20.1); without it, under randomized trials, the file lists no "
+    "candidate and says that candidates are served per session.",
 )
-def get_scope(request, scope: ScopeName):
-    return {"scope": scope, "text": render_scope(scope)}
+def get_scope(request, scope: ScopeName, params: Query[FileQuery]):
+    return {"scope": scope, "text": render_scope(scope, session_id=params.session or "")}

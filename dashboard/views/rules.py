@@ -20,6 +20,7 @@ from lifecycle.services import rules as services
 from lifecycle.states import Actor, WrongState
 from lifecycle.validation import InvalidRule
 from replay.selectors import rule_paired_evidence
+from replay.trials import rule_trial
 
 from . import fragment, is_reviewer, reviewer_required, vary_on_htmx
 
@@ -83,6 +84,22 @@ def paired_panel(rule_id: str, query) -> dict | None:
     }
 
 
+def randomized_panel(rule: Rule) -> dict | None:
+    """The rule's randomized forward trial (semantics §20.5) as the page shows it; None under
+    the baseline design for a rule never in one."""
+    trial = rule_trial(rule.id)
+    if trial is None:
+        return None
+    return {
+        "trial": trial,
+        "metric": rule.metric or "outcome_correct",
+        "figure": figures.trial_interval(trial["path"], promote_margin=trial["margin"])
+        if trial["path"]
+        else None,
+        **presenters.randomized_trial(trial),
+    }
+
+
 @login_required
 def rule_detail(request, rule_id: str):
     rule = get_object_or_404(Rule, pk=rule_id)
@@ -94,6 +111,7 @@ def rule_detail(request, rule_id: str):
     context = selectors.rule_detail(rule)
     context["can_review"] = is_reviewer(request.user)
     context["paired"] = paired
+    context["randomized"] = randomized_panel(rule)
     return vary_on_htmx(render(request, template_name, context))
 
 

@@ -14,7 +14,16 @@ from django.utils import timezone
 from .. import cursor
 from ..journal import DECISION_TYPES, TRANSITION_TYPES, EventType
 from ..metrics import load_registry
-from ..models import JournalEvent, PendingReason, Rule, RuleState, Trajectory, TrialEnrolment
+from ..models import (
+    Exposure,
+    JournalEvent,
+    PendingReason,
+    Rule,
+    RuleState,
+    Trajectory,
+    TrialArm,
+    TrialEnrolment,
+)
 from ..scopes import rule_as_dict
 from ..validation import FilterError, InvalidRule, check_metric
 
@@ -646,6 +655,25 @@ def rule_evidence(rule: Rule) -> dict:
     }
 
 
+def exposure_arms(rule: Rule) -> dict:
+    """The randomized trial's arms (semantics §20): per arm the exposed sessions with an outcome,
+    how many breached, and those exposed with no report yet; one grouped query."""
+    arms = {arm: {"sessions": 0, "breached": 0, "unreported": 0} for arm in TrialArm.values}
+    reported = Q(reported_at__isnull=False)
+    for arm, n, b, waiting in (
+        Exposure.objects.filter(rule=rule)
+        .values("arm")
+        .annotate(
+            n=Count("id", filter=reported),
+            b=Count("id", filter=reported & Q(breached=True)),
+            w=Count("id", filter=Q(reported_at__isnull=True)),
+        )
+        .values_list("arm", "n", "b", "w")
+    ):
+        arms[arm] = {"sessions": n, "breached": b, "unreported": waiting}
+    return arms
+
+
 def rule_status(rule_id: str) -> dict | None:
     """What `show_rule` shows (semantics §15): the rule, its pending reason, its trial so far,
     its replay attempts and its latest evidence event; None when there is no such rule."""
@@ -671,7 +699,7 @@ def rule_status(rule_id: str) -> dict | None:
         "replay_attempts": rule.replay_attempts,
         "validator": rule.last_validator or None,
         "reason": rule.verdict_reason,
-        "trial": {"baseline_rate": rule.baseline_rate, **trial},
+        "trial": {"baseline_rate": rule.baseline_rate, **trial, "arms": exposure_arms(rule)},
         "latest_evidence": None
         if latest is None
         else {

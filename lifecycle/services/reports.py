@@ -1,11 +1,12 @@
-"""Session reports in (semantics §2, §15): the same validation for the command line and the
-API. Every bad line is reported with its number and field; nothing is written unless every line
-is good. Storing reports is the lifecycle's half of report intake; trial enrolment, the
-engine's half, is called beside it by `replay.intake.reports_ingest` in the same transaction —
-for a batch of one report on PostgreSQL, in the same statement (`report_store_sql`).
+"""Report intake (semantics §2, §8, §15): the one write path of a report, for the command line,
+the API and the demo alike.
+
+`reports_ingest` takes a batch in ONE transaction: the reports (idempotent on session and
+time), their rule reads, a `report_received` event each, and their sessions' trial outcomes
+(`lifecycle.services.enrolment`); a validation round is asked for on commit. Every bad line is
+reported with its number and field, and nothing is written unless every line is good.
 """
 
-import json
 from datetime import datetime
 
 from django.db import transaction
@@ -25,6 +26,7 @@ from ..validation import (
     report_size_errors,
     unknown_keys,
 )
+from .enrolment import sessions_report
 
 REPORT_KEYS = {"session_id", "at", "notices", "metrics", "rules_read"}
 
@@ -107,6 +109,8 @@ def reports_parse(rows) -> Parsed:
 def refuse_unknown_rules(parsed: Parsed) -> None:
     """Raise ImportRejected naming every line that reads a rule never recorded."""
     named = {rid for _, f in parsed.values() for rid in f["rules_read"]}
+    if not named:
+        return
     known = set(Rule.objects.filter(pk__in=named).order_by().values_list("id", flat=True))
     unknown = [
         LineError(n, "rules_read", f"unknown rule {rid!r}")
@@ -118,132 +122,71 @@ def refuse_unknown_rules(parsed: Parsed) -> None:
         raise ImportRejected(unknown)
 
 
-def reports_store(
-    parsed: Parsed, *, actor: str = "harness", now: datetime | None = None
-) -> tuple[ImportResult, list[Report]]:
-    """Store parsed reports (semantics §2), idempotent on (session_id, at); a report sent again
-    with other content replaces the stored one. Returns the result and the reports stored or
-    changed (for trial enrolment, in the caller's transaction); one round is asked for on
-    commit."""
-    refuse_unknown_rules(parsed)
+def reports_ingest(rows, *, actor: str = "harness", now: datetime | None = None) -> ImportResult:
+    """Take in session reports (semantics §2): store them with their rule reads and events, and
+    record what their sessions showed in the forward trials (§8, §20), all or nothing. A report
+    sent again with other content replaces the stored one. One round is asked for on commit.
+    Raises ImportRejected naming every bad line."""
+    parsed = reports_parse(rows)
     now = now or timezone.now()
+    with transaction.atomic():
+        refuse_unknown_rules(parsed)
+        result, touched = _store(parsed, actor=actor, now=now)
+        if touched:
+            sessions_report(reports=touched, now=now)
+            signals.announce("report")
+    return result
+
+
+def _store(parsed: Parsed, *, actor: str, now: datetime) -> tuple[ImportResult, list[Report]]:
+    """Store the reports not stored as they are; (result, the reports stored or changed)."""
     result = ImportResult()
-    # No savepoint inside the caller's transaction: nothing here is retried on its own, and a
-    # savepoint is two more round trips for every report.
-    with transaction.atomic(savepoint=False):
-        sessions = {k[0] for k in parsed}
-        stored = {(r.session_id, r.at): r for r in Report.objects.filter(session_id__in=sessions)}
-        new, changed = [], []
-        for key, (_, fields) in parsed.items():
-            existing = stored.get(key)
-            if existing is None:
-                new.append(Report(**fields, received_at=now))
-            elif existing.content_hash == fields["content_hash"]:
-                result.unchanged += 1
-            else:
-                for name, value in fields.items():
-                    setattr(existing, name, value)
-                existing.received_at = now
-                changed.append(existing)
-        touched = _write_reports(new, changed, actor=actor, now=now)
-        result.created, result.updated = len(touched) - len(changed), len(changed)
-        result.ids = [str(r.pk) for r in touched]
-    return result, touched
-
-
-def _write_reports(new: list[Report], changed: list[Report], *, actor: str, now) -> list[Report]:
+    sessions = {key[0] for key in parsed}
+    stored = {(r.session_id, r.at): r for r in Report.objects.filter(session_id__in=sessions)}
+    new, changed = [], []
+    for key, (_, fields) in parsed.items():
+        existing = stored.get(key)
+        if existing is None:
+            new.append(Report(**fields, received_at=now))
+        elif existing.content_hash == fields["content_hash"]:
+            result.unchanged += 1
+        else:
+            for name, value in fields.items():
+                setattr(existing, name, value)
+            existing.received_at = now
+            changed.append(existing)
     if changed:
         Report.objects.bulk_update(
             changed,
             ["notices", "metrics", "rules_read", "has_notice", "content_hash", "received_at"],
         )
     touched = Report.objects.bulk_create(new, batch_size=2000) + changed
-    if not touched:
-        return touched
-    RuleRead.objects.bulk_create(
-        [
-            RuleRead(session_id=r.session_id, rule_id=rid, at=r.at, via="report")
-            for r in touched
-            for rid in r.rules_read
-        ],
-        batch_size=2000,
-    )
-    journal.write_many([_received(r, actor=actor, now=now) for r in touched])
-    signals.announce("report")
-    return touched
+    if touched:
+        RuleRead.objects.bulk_create(
+            [
+                RuleRead(session_id=r.session_id, rule_id=rid, at=r.at, via="report")
+                for r in touched
+                for rid in r.rules_read
+            ],
+            batch_size=2000,
+        )
+        journal.write_many([_received(r, actor=actor, now=now) for r in touched])
+    result.created, result.updated = len(touched) - len(changed), len(changed)
+    result.ids = [str(r.pk) for r in touched]
+    return result, touched
 
 
-def _received(report: Report, *, actor: str, now: datetime):
+def _received(report: Report, *, actor: str, now: datetime) -> journal.Event:
+    """A report_received event: the report as it was sent."""
     return journal.event(
         type=EventType.REPORT_RECEIVED,
         at=now,
         actor=actor,
-        evidence=_evidence(vars(report)),
+        evidence={
+            "session_id": report.session_id,
+            "at": report.at.isoformat(),
+            "notices": report.notices,
+            "metrics": report.metrics,
+            "rules_read": report.rules_read,
+        },
     )
-
-
-def _evidence(fields: dict) -> dict:
-    """A report_received event's evidence: the report as it was sent."""
-    return {
-        "session_id": fields["session_id"],
-        "at": fields["at"].isoformat(),
-        "notices": fields["notices"],
-        "metrics": fields["metrics"],
-        "rules_read": fields["rules_read"],
-    }
-
-
-def report_store_sql(fields: dict, *, actor: str, now: datetime) -> tuple[str, list]:
-    """`reports_store` for one parsed report as the first terms of a PostgreSQL WITH, for a
-    caller that adds its own writes and runs it all as ONE statement: one round trip, and
-    atomic without a BEGIN and a COMMIT of its own.
-
-    The terms: `known` (one row: `ok`, every rule the report reads exists — nothing below
-    writes otherwise, so the caller can name the lines and write nothing), and `stored` (the
-    report inserted or changed: `id`, `created`; no row when it was already stored as is).
-    Rule reads and the journal event are written for a stored row only, as `_write_reports`
-    does. The caller announces the round when `stored` has a row."""
-    report, read = Report._meta.db_table, RuleRead._meta.db_table
-    rule = Rule._meta.db_table
-    columns = ("notices", "metrics", "rules_read", "has_notice", "content_hash", "received_at")
-    changed = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns)
-    events, event_params = journal.insert_rows_sql(
-        source="stored",
-        type=EventType.REPORT_RECEIVED,
-        actor=actor,
-        at=now,
-        evidence=_evidence(fields),
-    )
-    rules_read = fields["rules_read"]
-    sql = (
-        "known AS MATERIALIZED "
-        f"(SELECT count(*) = %s AS ok FROM {rule} WHERE id = ANY(%s::text[])), "
-        f"stored AS (INSERT INTO {report} "
-        f"(session_id, at, {', '.join(columns)}) "
-        "SELECT %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, %s FROM known WHERE ok "
-        f"ON CONFLICT (session_id, at) DO UPDATE SET {changed} "
-        f"WHERE {report}.content_hash <> EXCLUDED.content_hash "
-        # xmax is 0 on a row version this statement inserted, and this transaction's id on
-        # one it updated: PostgreSQL's way to tell the two apart in one upsert.
-        f"RETURNING {report}.id, {report}.xmax = 0 AS created), "
-        f"reads AS (INSERT INTO {read} (session_id, rule_id, at, via) "
-        "SELECT %s, rule_id, %s, 'report' FROM stored, unnest(%s::text[]) AS rule_id), "
-        f"journaled AS ({events})"
-    )
-    params = [
-        len(rules_read),
-        rules_read,
-        fields["session_id"],
-        fields["at"],
-        json.dumps(fields["notices"]),
-        json.dumps(fields["metrics"]),
-        json.dumps(rules_read),
-        fields["has_notice"],
-        fields["content_hash"],
-        now,
-        fields["session_id"],
-        fields["at"],
-        rules_read,
-        *event_params,
-    ]
-    return sql, params

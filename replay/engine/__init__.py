@@ -421,10 +421,16 @@ def decide_replay(cases: Sequence[CaseScore], *, margins: Margins) -> Verdict:
     )
 
 
-# --- forward trials (semantics §8) ------------------------------------------------------------------
+# --- forward trials (semantics §8, §20) ---------------------------------------------------------
 
 
-def decide_trial(trial: Trial, *, min_sessions: int, margins: Margins) -> Verdict:
+def decide_trial(trial, *, min_sessions: int, margins: Margins) -> Verdict:
+    """The forward trial's verdict: a randomized trial decides by its sequential test
+    (semantics §20, `replay.engine.randomized`); a `Trial` by §8 against its baseline."""
+    from .randomized import RandomizedTrial, decide
+
+    if isinstance(trial, RandomizedTrial):
+        return decide(trial)
     if trial.enrolled < min_sessions:
         return Verdict(
             "pending",
@@ -443,12 +449,13 @@ def decide_trial(trial: Trial, *, min_sessions: int, margins: Margins) -> Verdic
 def decide_candidate(
     *,
     replay: Verdict | None,
-    trial: Trial,
+    trial,
     over_budget: bool,
     min_sessions: int,
     margins: Margins,
 ) -> Verdict:
-    """Combine the replay verdict (if replay ran) with the forward trial (semantics §7.10, §8, §9.2).
+    """Combine the replay verdict (if replay ran) with the forward trial — a `Trial` (§8) or a
+    `randomized.RandomizedTrial` (§20) — (semantics §7.10, §8, §9.2, §20.7).
 
     A decisive replay stands, and so does one still gathering its samples: its evidence is
     not complete, so the trial does not pre-empt it (§17.4). Otherwise the trial is consulted

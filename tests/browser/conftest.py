@@ -34,6 +34,8 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 DEMO_USER, DEMO_PASSWORD = "demo", "demo"
 # As `make demo` runs it: the shipped simulated harness replays the demo's cases.
 DEMO_BACKEND = "replay.backends.simulated:replay"
+# And with the shipped forward-trial design (semantics §20), not the suite's §8 default.
+DEMO_TRIALS = "randomized"
 # The demo login is hashed with the real hasher's cost otherwise: seconds per login on CI.
 FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -107,7 +109,11 @@ def demo_snapshot(_chromium_present, django_db_setup, django_db_blocker) -> Snap
     `make demo` does), kept as rows to put back before each test."""
     with (
         django_db_blocker.unblock(),
-        override_settings(CAUTERWEB_REPLAY_BACKEND=DEMO_BACKEND, PASSWORD_HASHERS=FAST_HASHERS),
+        override_settings(
+            CAUTERWEB_REPLAY_BACKEND=DEMO_BACKEND,
+            CAUTERWEB_TRIAL_DESIGN=DEMO_TRIALS,
+            PASSWORD_HASHERS=FAST_HASHERS,
+        ),
     ):
         # As in the embedded default, the follow-ups (stored extraction scores, the duplicate
         # check) run at once: with a real broker they would wait for a worker this test lacks.
@@ -135,6 +141,7 @@ def _demo_data(demo_snapshot, transactional_db, settings) -> None:
     )
     _restore(demo_snapshot)
     settings.CAUTERWEB_REPLAY_BACKEND = DEMO_BACKEND
+    settings.CAUTERWEB_TRIAL_DESIGN = DEMO_TRIALS
     settings.PASSWORD_HASHERS = FAST_HASHERS
 
 

@@ -170,8 +170,9 @@ def test_a_started_round_updates_its_status_without_reloading(signed_in, shot, w
     # One look per candidate (semantics §17.3). C-014, pending for more samples since the
     # demo, gets its second look and is promoted. The new push rule rescues F-006..F-008 as
     # C-001 does, and C-001 is active: the control arm is rescued too, so its first look shows
-    # no difference and it waits for more samples.
-    expect(newest).to_contain_text("1 promoted · 0 retired · 2 pending")
+    # no difference and it waits for more samples. C-009, C-010 and C-013 still wait for
+    # sessions that read their scopes (semantics §20).
+    expect(newest).to_contain_text("1 promoted · 0 retired · 4 pending")
     assert Rule.objects.get(pk="C-014").state == "active"
     new = Rule.objects.get(directive__startswith="fetch and rebase")
     assert (new.state, new.pending_reason) == ("candidate", "replay_inconclusive")

@@ -22,8 +22,11 @@ def free_port() -> int:
 
 
 def environment(*, database_url: str, broker_url: str, **extra: str) -> dict:
+    # The trial design is kept: the suite runs its §8 scenarios under `baseline` (conftest).
+    design = os.environ.get("CAUTERWEB_TRIAL_DESIGN")
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith("CAUTERWEB_")},
+        **({"CAUTERWEB_TRIAL_DESIGN": design} if design else {}),
         "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": broker_url,
         "DEBUG": "false",

@@ -23,10 +23,10 @@ from django.db import connection
 from cauterweb.celery import app
 from lifecycle.journal import EventType
 from lifecycle.models import JournalEvent, Report, Rule, TrialEnrolment
+from lifecycle.services.reports import reports_ingest
 from lifecycle.services.tokens import token_create
 from lifecycle.validation import read_jsonl
 from replay import lock
-from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.builders import T0, jsonl, report

@@ -26,6 +26,19 @@ SETTLED = {
     "C-012": ("active", "replay", ""),
     "C-013": ("candidate", "forward_trial", "trial_in_progress"),
     "C-014": ("candidate", "replay", "replay_inconclusive"),
+    # The randomized trials' candidates (semantics §20) under §8: the five sessions after them
+    # decide them against the high baseline, and the harmful one is promoted with the good one.
+    "C-015": ("active", "forward_trial", ""),
+    "C-016": ("active", "forward_trial", ""),
+}
+# Under the shipped `randomized` design: the randomized trials decide C-015 and C-016 from the
+# sessions that read their scope; the §8 trials' candidates wait for such sessions.
+RANDOMIZED = {
+    **SETTLED,
+    "C-009": ("candidate", "forward_trial", "trial_in_progress"),
+    "C-010": ("candidate", "forward_trial", "trial_in_progress"),
+    "C-015": ("active", "forward_trial", ""),
+    "C-016": ("retired", "forward_trial", ""),
 }
 
 
@@ -46,6 +59,25 @@ def test_every_demo_rule_settles_as_documented(demo):
         r.id: (r.state, r.last_validator, r.pending_reason or "") for r in Rule.objects.all()
     }
     assert settled == SETTLED
+
+
+def test_under_randomized_trials_one_candidate_is_promoted_and_one_retired(db, settings):
+    settings.CAUTERWEB_TRIAL_DESIGN = "randomized"
+    settings.CAUTERWEB_REPLAY_BACKEND = "replay.backends.simulated:replay"
+    settings.CAUTERWEB_REPLAY_DESIGN = "paired"
+    settings.CAUTERWEB_VERIFIER = ""
+    call_command("demo_setup", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    settled = {
+        r.id: (r.state, r.last_validator, r.pending_reason or "") for r in Rule.objects.all()
+    }
+    assert settled == RANDOMIZED
+    promoted, retired = _decision("C-015", "rule_promoted"), _decision("C-016", "rule_retired")
+    assert promoted["reason"].startswith("improved: treatment ")
+    assert retired["reason"].startswith(("made it worse: treatment ", "no improvement of"))
+    for trial in (promoted["trial"], retired["trial"]):
+        assert trial["design"] == "randomized"
+        arms = trial["arms"]
+        assert arms["treatment"]["sessions"] + arms["control"]["sessions"] == 240
 
 
 def test_c001_is_promoted_on_paired_evidence(demo):

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import connection
 
 from lifecycle.models import JournalEvent, Rule
+from lifecycle.services.reports import reports_ingest
 from lifecycle.validation import read_jsonl
-from replay.intake import reports_ingest
 from replay.models import RoundStatus, ValidationRound
 from replay.tasks import round_run_task
 from tests.builders import T0, celery_workers, database_url, jsonl, report

@@ -6,10 +6,10 @@ from django.db import transaction
 
 from lifecycle.services.candidates import candidates_record
 from lifecycle.services.packs import export_pack, import_pack
+from lifecycle.services.reports import reports_ingest
 from lifecycle.services.rules import rule_record_candidate
 from lifecycle.states import Actor
 from lifecycle.validation import ImportRejected, read_jsonl
-from replay.intake import reports_ingest
 
 from ..builders import T0, candidate, jsonl, report
 

@@ -5,7 +5,7 @@ import pytest
 
 from lifecycle.journal import EventType
 from lifecycle.models import JournalEvent
-from replay.intake import reports_ingest
+from lifecycle.services.reports import reports_ingest
 from replay.models import ValidationRound
 from replay.tasks import round_run_task
 

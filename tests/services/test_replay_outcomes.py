@@ -6,8 +6,8 @@ import threading
 import pytest
 
 from lifecycle.models import Rule, RuleRead
+from lifecycle.services.reports import reports_ingest
 from lifecycle.validation import read_jsonl
-from replay.intake import reports_ingest
 from replay.rounds import round_run
 from tests.builders import T0, candidate, jsonl, report
 from tests.scenarios import (

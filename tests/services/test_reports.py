@@ -5,12 +5,10 @@ import json
 
 import pytest
 from django.core.management import call_command
-from django.db import DataError
 
 from lifecycle.models import JournalEvent, Report, RuleRead, TrialEnrolment
+from lifecycle.services.reports import reports_ingest
 from lifecycle.validation import ImportRejected, numbered
-from replay.intake import reports_ingest
-from replay.trials import enrol_terms
 
 from ..builders import T0, candidate, jsonl, report
 
@@ -107,27 +105,8 @@ def test_reports_are_not_stored_when_their_enrolment_fails(monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("enrolment failed")
 
-    monkeypatch.setattr("replay.intake.trial_enrol", broken)
+    monkeypatch.setattr("lifecycle.services.reports.sessions_report", broken)
     with pytest.raises(RuntimeError):
-        reports_ingest(numbered([report("s1", T0), report("s2", T0)]))
-    assert not Report.objects.exists() and not JournalEvent.objects.exists()
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-def test_one_report_is_not_stored_when_its_enrolment_fails_in_the_same_statement(monkeypatch):
-    # A batch of one report is one statement on PostgreSQL, run in autocommit as the API runs
-    # it: an enrolment that fails while it runs (a candidate id that is no number, cast to
-    # one) takes the report, its rule reads and its journal event down with it.
-    candidate("C-1")
-
-    def failing(session_id, **kwargs):
-        return enrol_terms(
-            session_id, **{**kwargs, "only_if": f"{kwargs['only_if']} AND r.id::int > 0"}
-        )
-
-    monkeypatch.setattr("replay.intake.enrol_terms", failing)
-    with pytest.raises(DataError):
-        reports_ingest(numbered([report("s1", T0, rules_read=["C-1"])]))
+        reports_ingest(numbered([report("s1", T0, rules_read=[candidate("C-1").id])]))
     assert not Report.objects.exists() and not RuleRead.objects.exists()
     assert not JournalEvent.objects.filter(type="report_received").exists()

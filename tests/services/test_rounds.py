@@ -11,11 +11,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from lifecycle.models import Rule, TrialEnrolment
+from lifecycle.services.reports import reports_ingest
 from lifecycle.services.rules import rule_retire_by_reviewer
 from lifecycle.states import Actor
 from lifecycle.validation import read_jsonl
 from replay import lock
-from replay.intake import reports_ingest
 from replay.kick import kick_round
 from replay.models import ValidationRound
 from replay.rounds import round_run, run_until_settled

@@ -4,8 +4,8 @@ across rounds, a sequential decision, and the evidence in the journal."""
 import pytest
 
 from lifecycle.models import JournalEvent, Rule
+from lifecycle.services.reports import reports_ingest
 from lifecycle.validation import read_jsonl
-from replay.intake import reports_ingest
 from replay.models import ReplaySample
 from replay.rounds import round_run
 from tests.builders import T0, jsonl, report

@@ -8,6 +8,7 @@ import pytest
 from django.db import IntegrityError, close_old_connections, connection, transaction
 
 from lifecycle.models import JournalEvent, Rule
+from lifecycle.services.reports import reports_ingest
 from lifecycle.services.rules import (
     rule_promote,
     rule_record_candidate,
@@ -17,7 +18,6 @@ from lifecycle.services.rules import (
 )
 from lifecycle.states import Actor, NotAllowed, WrongState
 from lifecycle.validation import InvalidRule, numbered
-from replay.intake import reports_ingest
 
 from ..builders import T0, candidate, report
 

@@ -47,6 +47,17 @@ def test_the_spec_defaults_are_in_force():
     assert settings.CAUTERWEB_REPLAY_LOOKS_PER_ROUND == 1
 
 
+def test_the_trial_knobs_of_spec_20_have_their_defaults(settings):
+    # conftest pins the §8 tests to `baseline`; the shipped default is `randomized`.
+    result = start(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.CAUTERWEB_TRIAL_DESIGN, s.CAUTERWEB_TRIAL_ALLOCATION, s.CAUTERWEB_TRIAL_ALPHA, "
+        "s.CAUTERWEB_TRIAL_MAX_SESSIONS)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["randomized", "0.5", "0.05", "400"]
+
+
 def test_a_knob_is_read_from_its_environment_variable():
     result = start(CAUTERWEB_RULE_PROMOTE_MARGIN="0.1", CAUTERWEB_MAX_FAILING_CASES="5")
     assert result.returncode == 0, result.stderr
@@ -62,6 +73,13 @@ def test_a_knob_is_read_from_its_environment_variable():
         ("CAUTERWEB_REPLAY_BACKEND", "not a path"),
         ("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", "0"),
         ("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", "two"),
+        ("CAUTERWEB_TRIAL_DESIGN", "bandit"),
+        ("CAUTERWEB_TRIAL_ALLOCATION", "1"),
+        ("CAUTERWEB_TRIAL_ALLOCATION", "half"),
+        ("CAUTERWEB_TRIAL_ALPHA", "0"),
+        ("CAUTERWEB_TRIAL_ALPHA", "0.5"),
+        ("CAUTERWEB_TRIAL_MAX_SESSIONS", "1"),
+        ("CAUTERWEB_TRIAL_MAX_SESSIONS", "many"),
         ("DEBUG", "maybe"),
         ("DATABASE_URL", "nosuchdb://x"),
     ],

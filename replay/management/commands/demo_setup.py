@@ -1,5 +1,6 @@
 """Set up the demo on whatever database is configured: migrate, load the demo corpus, reports
-and candidates shipped in lifecycle/fixtures/demo/, validate to standstill, record one more
+and candidates shipped in lifecycle/fixtures/demo/, run the live sessions of two randomized
+forward trials (they read the rule tool, then report), validate to standstill, record one more
 candidate and give it one round (it stays pending for more samples), and make a demo reviewer
 login. Safe to run again: every load is idempotent.
 
@@ -7,8 +8,11 @@ The corpus arrives the way a user's traces do: as an OpenTelemetry export (corpu
 written from corpus.jsonl by traces.export) imported by `import_traces`, so every
 session's signature is derived from its spans (semantics §19), not hand-written."""
 
+import json
+import random
 import time
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.contrib.auth.models import Group, User
@@ -18,12 +22,13 @@ from django.core.management.base import BaseCommand, CommandError
 import lifecycle
 from lifecycle.journal import EventType
 from lifecycle.models import JournalEvent, Rule
+from lifecycle.scopes import rule_tool_read
 from lifecycle.services.candidates import candidates_record
+from lifecycle.services.reports import reports_ingest
 from lifecycle.services.traces import import_traces
 from lifecycle.signals import one_announcement
 from lifecycle.states import Actor
-from lifecycle.validation import ImportRejected, read_jsonl
-from replay.intake import reports_ingest
+from lifecycle.validation import ImportRejected, numbered, read_jsonl
 from replay.rounds import round_run, run_until_settled
 from traces.model import TraceRejected
 
@@ -33,6 +38,12 @@ ARRIVING = "C-014"
 LOOK_TRIES = 50
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
+
+
+def session_breached(rng: random.Random, spec: dict, served: list[str]) -> bool:
+    """Whether a demo trial session breached: `base`, moved by the effect of each candidate it
+    was served (trial_sessions.json)."""
+    return rng.random() < spec["base"] + sum(spec["effects"].get(rule, 0.0) for rule in served)
 
 
 class Command(BaseCommand):
@@ -71,6 +82,13 @@ class Command(BaseCommand):
                     "reports_live.jsonl",
                     lambda rows: reports_ingest(read_jsonl(rows), actor="demo"),
                 )
+                self._load(
+                    "candidates_trials.jsonl",
+                    lambda rows: candidates_record(
+                        read_jsonl(rows), actor=Actor.extractor("demo-extractor")
+                    )[0],
+                )
+                self._trial_sessions()
                 # Recorded after the live reports, so its forward trial has no sessions yet.
                 self._load(
                     "candidates_late.jsonl",
@@ -120,6 +138,36 @@ class Command(BaseCommand):
         rule = Rule.objects.get(pk=ARRIVING)
         said = rule.pending_text if rule.is_candidate else rule.verdict_reason
         self.stdout.write(f"{ARRIVING} arrived after the standstill: {rule.state}, {said}")
+
+    def _trial_sessions(self) -> None:
+        """Live sessions for the randomized trials (semantics §20): each reads the scope
+        through the rule tool — and so is assigned to each candidate's arm — then reports
+        whether it breached, more or less often by the effect of what it was served. The arms
+        depend on this installation's key, the breaches on a fixed seed; either way the good
+        candidate's trial promotes it and the harmful one's retires it."""
+        spec = json.loads((DEMO_DIR / "trial_sessions.json").read_text(encoding="utf-8"))
+        rng = random.Random(spec["seed"])
+        start = datetime.fromisoformat(spec["start"])
+        lines = []
+        for n in range(spec["sessions"]):
+            session_id = f"release-{n:03d}"
+            at = start + timedelta(minutes=n * spec["every_minutes"])
+            served = rule_tool_read(scope=spec["scope"], session_id=session_id, now=at)
+            breached = session_breached(rng, spec, [r["id"] for r in served])
+            lines.append(
+                {
+                    "session_id": session_id,
+                    "at": at.isoformat(),
+                    "notices": ["breach:task_completion"] if breached else [],
+                    "metrics": {"task_completion": 0.35 if breached else 0.9},
+                    "rules_read": [r["id"] for r in served],
+                }
+            )
+        result = reports_ingest(numbered(lines), actor="demo")
+        self.stdout.write(
+            f"{spec['sessions']} live sessions read scope {spec['scope']} and reported: "
+            f"{result.created} created, {result.unchanged} unchanged"
+        )
 
     def _ensure_groups_and_user(self) -> None:
         reviewers, _ = Group.objects.get_or_create(name="reviewers")

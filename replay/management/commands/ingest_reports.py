@@ -1,6 +1,6 @@
 from lifecycle.management.base import JsonCommand, open_lines
+from lifecycle.services.reports import reports_ingest
 from lifecycle.validation import ImportRejected, read_jsonl
-from replay.intake import reports_ingest
 
 
 class Command(JsonCommand):

@@ -29,6 +29,16 @@ def _human(doc: dict) -> str:
         f"  trial: {trial['enrolled']} enrolled, {trial['breached']} breached, "
         f"{trial['read_candidate']} read it; baseline {trial['baseline_rate']:.2f}",
     ]
+    arms = trial["arms"]
+    if any(arm["sessions"] or arm["unreported"] for arm in arms.values()):
+        lines.append(
+            "  randomized trial: "
+            + "; ".join(
+                f"{name} {a['sessions']} sessions, {a['breached']} breached"
+                + (f", {a['unreported']} not reported yet" if a["unreported"] else "")
+                for name, a in arms.items()
+            )
+        )
     if doc["reason"]:
         lines.append(f"  reason: {doc['reason']}")
     latest = doc["latest_evidence"]
