@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from django import forms
 from django.utils.dateparse import parse_date, parse_datetime
 
+from dashboard.presenters import PENDING_WORDS
 from lifecycle import atoms as atom_lib
 from lifecycle.models import PendingReason, RuleState, TrajectoryKind
 from lifecycle.selectors import corpus as selectors_corpus
@@ -18,6 +19,7 @@ from lifecycle.selectors import rules as selectors
 from lifecycle.validation import FilterError
 
 ANY = [("", "any")]
+PENDING_REASONS = [selectors.NOT_ATTEMPTED, *PendingReason.values]
 YES_NO = ("yes", "true", "1", "no", "false", "0")
 MAX_TEXT = 150
 
@@ -54,6 +56,22 @@ class FilterForm(forms.Form):
         return any(self.data.get(name) for name in self.fields if name != "sort")
 
 
+RULE_SORT_LABELS = {
+    "-recorded": "newest recorded",
+    "recorded": "oldest recorded",
+    "-decided": "latest decided",
+    "decided": "earliest decided",
+    "id": "id A→Z",
+    "-id": "id Z→A",
+    "state": "state A→Z",
+    "-state": "state Z→A",
+    "scope": "scope A→Z",
+    "-scope": "scope Z→A",
+    "-attempts": "most replay attempts",
+    "attempts": "fewest replay attempts",
+}
+
+
 class RuleFilterForm(FilterForm):
     q = forms.CharField(
         max_length=selectors.MAX_QUERY_LENGTH,
@@ -73,7 +91,7 @@ class RuleFilterForm(FilterForm):
         choices=ANY + [(v, v) for v in selectors.VALIDATORS] + [("none", "none yet")]
     )
     pending_reason = forms.ChoiceField(
-        choices=ANY + [(selectors.NOT_ATTEMPTED, "not yet attempted"), *PendingReason.choices]
+        choices=ANY + [(reason, PENDING_WORDS[reason]) for reason in PENDING_REASONS]
     )
     # Aliases are accepted too (the selector resolves the family); the menu offers the names.
     metric = forms.CharField(max_length=64, widget=_select("f-metric"))
@@ -82,7 +100,7 @@ class RuleFilterForm(FilterForm):
         + [("yes", "has expected rule"), ("no", "none")]
         + [(v, v) for v in ("true", "1", "false", "0")]
     )
-    sort = forms.ChoiceField(choices=list(selectors.RULE_SORT_LABELS.items()))
+    sort = forms.ChoiceField(choices=list(RULE_SORT_LABELS.items()))
 
     def __init__(self, data, *, choices: dict, **kwargs):
         if not data.get("sort"):
@@ -95,6 +113,9 @@ class RuleFilterForm(FilterForm):
         ids |= {"has_ground_truth": "f-gt", "sort": "f-sort"}
         for name, element_id in ids.items():
             self.fields[name].widget.attrs["id"] = element_id
+        # What the form falls back to when the URL says nothing: static/js/history.js puts it
+        # back when the back button restores a page whose URL has no sort.
+        self.fields["sort"].widget.attrs["data-default"] = selectors.DEFAULT_RULE_SORT
         self.fields["scope"].widget.choices = ANY + [(s, s) for s in choices["scopes"]]
         self.fields["metric"].widget.choices = ANY + [(m, m) for m in choices["metrics"]]
         # The alternative spellings are accepted, never offered.

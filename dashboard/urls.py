@@ -28,6 +28,8 @@ urlpatterns = [
         {"fmt": "json"},
         name="rule-samples-json",
     ),
+    path("rules/<segment:rule_id>/replays/", rules.rule_replays, name="rule-replays"),
+    path("rules/<segment:rule_id>/timeline/", rules.rule_timeline, name="rule-timeline"),
     path("rules/<segment:rule_id>/retire/", rules.rule_retire, name="rule-retire"),
     path("rules/<segment:rule_id>/requeue/", rules.rule_requeue, name="rule-requeue"),
     path("rounds/", rounds.round_list, name="round-list"),

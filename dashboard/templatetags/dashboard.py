@@ -51,9 +51,24 @@ def number(value, digits: int = 2) -> str:
 @register.filter
 def signed(value, digits: int = 2) -> str:
     """+0.18 / −0.04, with a real minus sign."""
-    if not isinstance(value, int | float):
-        return "—"
-    return f"{value:+.{digits}f}".replace("-", "\u2212")
+    return presenters.signed(value, digits)
+
+
+@register.filter
+def interval_text(ci) -> str:
+    """An interval as [low, high]; "" for none (a test not run)."""
+    return presenters.interval(*ci) if ci else ""
+
+
+@register.filter
+def validator(value: str) -> str:
+    """`forward_trial` as people write it."""
+    return presenters.validator_words(value or "")
+
+
+@register.filter
+def extraction_words(extraction: dict) -> str:
+    return presenters.extraction_words(extraction)
 
 
 @register.filter
