@@ -352,3 +352,46 @@ def round_config(**overrides) -> RoundConfig:
         "verifier": None,
     }
     return RoundConfig(**(fields | overrides))
+
+
+# --- the review queue and webhooks (docs/dashboard.md, docs/webhooks.md) ------------------------
+
+UNCERTAIN_EXTRACTION = {
+    **F001_EXTRACTION,
+    "score": 0.52,
+    "verdict": "uncertain",
+    "why": "cannot tell (p 0.52)",
+}
+
+
+def uncertain_rule(rule_id: str, **fields) -> Rule:
+    """A rule whose stored comparison the comparator is `uncertain` about (semantics §12), as
+    the comparator engineer's verdict will store it, with its review item opened the way
+    `rule_store_comparison` opens it."""
+    from lifecycle import review
+
+    fields.setdefault("comparison", UNCERTAIN_EXTRACTION)
+    rule = make_rule(rule_id, source_case="F-001", **fields)
+    review.open_extraction(rule, rule.comparison, now=T0)
+    return rule
+
+
+def suspected_duplicate(rule: Rule, of: Rule, *, at=T0) -> None:
+    """What `rule_check_duplicate` does when the comparator says `rule` says the same as `of`."""
+    Rule.objects.filter(pk=rule.pk).update(duplicate_of=of)
+    journal.write(
+        type=EventType.RULE_DUPLICATE_SUSPECTED,
+        actor=rule.author,
+        rule_id=rule.id,
+        at=at,
+        evidence={
+            "duplicate_of": of.id,
+            "other_state": of.state,
+            "other": {"trigger": of.trigger, "directive": of.directive},
+            "verdict": "match",
+            "semantic": 0.93,
+            "token_f1": 0.41,
+            "signature_agreement": 1.0,
+            "why": "same rule",
+        },
+    )
