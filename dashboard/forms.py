@@ -13,10 +13,11 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from dashboard.presenters import PENDING_WORDS
 from lifecycle import atoms as atom_lib
-from lifecycle.models import PendingReason, RuleState, TrajectoryKind
+from lifecycle.models import PendingReason, ReviewKind, RuleState, TrajectoryKind, WebhookFormat
 from lifecycle.selectors import corpus as selectors_corpus
 from lifecycle.selectors import rules as selectors
 from lifecycle.validation import FilterError
+from lifecycle.webhooks import TOPIC_WORDS, TOPICS
 
 ANY = [("", "any")]
 PENDING_REASONS = [selectors.NOT_ATTEMPTED, *PendingReason.values]
@@ -280,3 +281,32 @@ class EvidenceForm(forms.Form):
         data = self.cleaned_data
         metric = data.get("metric") or self.default
         return metric, data.get("sort") or "cases", error
+
+
+class ReviewFilterForm(FilterForm):
+    """The review queue's filters (lifecycle.selectors.review): what kind of item, which scope."""
+
+    kind = forms.ChoiceField(choices=ANY + list(ReviewKind.choices), widget=_select("r-kind"))
+    # Any scope may be asked for (a link from a rule page); the menu offers those in the queue.
+    scope = forms.CharField(max_length=128, widget=_select("r-scope"))
+
+    def __init__(self, data, *, scopes: list[str], **kwargs):
+        super().__init__(data, **kwargs)
+        self.fields["scope"].widget.choices = ANY + [(s, s) for s in scopes]
+
+
+class WebhookForm(forms.Form):
+    """An endpoint's settings; lifecycle.services.webhooks checks them again (one rule)."""
+
+    name = forms.CharField(max_length=100, widget=_text("w-name", "ops-alerts", 100))
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        widget=forms.URLInput(attrs={"id": "w-url", "placeholder": "https://hooks.example/x"}),
+    )
+    format = forms.ChoiceField(choices=WebhookFormat.choices, widget=_select("w-format"))
+    topics = forms.MultipleChoiceField(
+        choices=[(t, f"{t}: {TOPIC_WORDS[t]}") for t in TOPICS],
+        widget=forms.CheckboxSelectMultiple,
+    )
+    active = forms.BooleanField(required=False, initial=True)

@@ -44,7 +44,11 @@ class Opening:
 
     @property
     def key(self) -> str:
-        parts = json.dumps([self.kind, self.rule_id, self.other_id, self.pack_id])
+        # A pair is one pair whichever of the two was found to duplicate the other.
+        rules = [self.rule_id, self.other_id]
+        if self.kind == ReviewKind.DUPLICATE:
+            rules.sort(key=str)
+        parts = json.dumps([self.kind, *rules, self.pack_id])
         return hashlib.sha256(parts.encode()).hexdigest()
 
 

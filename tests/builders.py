@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from lifecycle import journal
@@ -395,3 +397,42 @@ def suspected_duplicate(rule: Rule, of: Rule, *, at=T0) -> None:
             "why": "same rule",
         },
     )
+
+
+class Receiver:
+    """A real HTTP server on a free local port. It answers each request with the next status
+    of `answers` (the last one from then on) and keeps what it received."""
+
+    def __init__(self, answers=(200,), headers=None):
+        self.answers = list(answers)
+        self.headers = headers or {}
+        self.received: list[dict] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                receiver.received.append(
+                    {"headers": dict(self.headers), "body": self.rfile.read(length)}
+                )
+                status = receiver.answers[min(len(receiver.received), len(receiver.answers)) - 1]
+                self.send_response(status)
+                for key, value in receiver.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(b"ok" if status < 300 else b"not now")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

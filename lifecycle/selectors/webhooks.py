@@ -31,3 +31,9 @@ def endpoint_deliveries(endpoint: WebhookEndpoint, *, page: str | int | None) ->
     """One page of an endpoint's delivery log, newest first, each with its attempts."""
     deliveries = WebhookDelivery.objects.filter(endpoint=endpoint).order_by("-created_at", "-id")
     return Paginator(deliveries, DELIVERIES_PER_PAGE).get_page(page)
+
+
+def delivery_get(delivery_id) -> WebhookDelivery | None:
+    return (
+        WebhookDelivery.objects.filter(pk=delivery_id).only("id", "endpoint_id", "status").first()
+    )

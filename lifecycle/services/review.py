@@ -125,7 +125,8 @@ def duplicates_merge(
 def duplicate_dismiss(item: ReviewItem, *, actor: Actor, reason: str, now: datetime, **_) -> None:
     """Not duplicates after all: the link is removed, and the pair is not flagged again."""
     _close(item, actor=actor, resolution="not duplicates", now=now)
-    Rule.objects.filter(pk=item.rule_id, duplicate_of=item.other_rule_id).update(duplicate_of=None)
+    pair = (item.rule_id, item.other_rule_id)
+    Rule.objects.filter(pk__in=pair, duplicate_of__in=pair).update(duplicate_of=None)
     journal.write(
         type=EventType.RULE_DUPLICATE_DISMISSED,
         actor=actor,

@@ -50,6 +50,7 @@ def test_a_suspected_duplicate_opens_one_item_for_the_pair_in_its_scope():
     a, b = make_rule("A", scope="repo:x"), make_rule("B", scope="repo:x")
     suspected_duplicate(b, of=a)
     suspected_duplicate(b, of=a)  # a second check journals again: still one item
+    suspected_duplicate(a, of=b)  # and each found to duplicate the other: still one pair
     assert open_items() == [("duplicate", "B", "A")]
     item = the_item("duplicate")
     assert item.scope == "repo:x" and item.evidence["semantic"] == 0.93
@@ -211,8 +212,9 @@ def test_merging_names_the_rule_to_keep():
 def test_dismissing_a_pair_removes_the_link_and_it_is_not_flagged_again():
     a, b = make_rule("A"), make_rule("B")
     suspected_duplicate(b, of=a)
+    suspected_duplicate(a, of=b)
     review_resolve(item_id=the_item("duplicate").pk, action="dismiss", actor=RITA, reason="differ")
-    assert Rule.objects.get(pk="B").duplicate_of_id is None
+    assert list(Rule.objects.values_list("duplicate_of", flat=True)) == [None, None]
     assert events_of("B", "rule_duplicate_dismissed") == [
         ("rule_duplicate_dismissed", "rita", {"duplicate_of": "A", "reason": "differ"})
     ]

@@ -6,9 +6,7 @@ import hashlib
 import hmac
 import io
 import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.core.management import call_command
@@ -21,48 +19,9 @@ from lifecycle.models import DeliveryStatus, JournalEvent, WebhookDelivery
 from lifecycle.services import webhooks as services
 from lifecycle.services.rules import rule_promote, rule_retire_by_reviewer
 from lifecycle.states import Actor
-from tests.builders import T0, candidate, make_rule, verdict
+from tests.builders import T0, Receiver, candidate, make_rule, verdict
 
 pytestmark = pytest.mark.django_db
-
-
-class Receiver:
-    """A real HTTP server on a free local port. It answers each request with the next status
-    of `answers` (the last one from then on) and keeps what it received."""
-
-    def __init__(self, answers=(200,), headers=None):
-        self.answers = list(answers)
-        self.headers = headers or {}
-        self.received: list[dict] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                receiver.received.append(
-                    {"headers": dict(self.headers), "body": self.rfile.read(length)}
-                )
-                status = receiver.answers[min(len(receiver.received), len(receiver.answers)) - 1]
-                self.send_response(status)
-                for key, value in receiver.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(b"ok" if status < 300 else b"not now")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def endpoint(url: str, topics=("promote", "retire"), fmt="json"):
