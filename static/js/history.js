@@ -5,9 +5,10 @@
 //    After a restore, every form marked `data-history-form` is set from the URL, so the next
 //    change sends the filters the table shows. A field the URL does not name goes back to its
 //    `data-default` (or empty).
-// 2. A snapshot taken with a Plotly chart inside holds the chart's SVG with style attributes,
-//    which the Content-Security-Policy refuses when the snapshot is put back. The rendered
-//    chart is taken out of the page while htmx copies it, and put back at once; a restored
+// 2. A snapshot is HTML: whatever a script styled through the DOM (a Plotly chart, Plotly's
+//    hidden measuring SVG) comes back as style attributes, which the Content-Security-Policy
+//    refuses when the snapshot is put back. While htmx copies the page, rendered charts are
+//    taken out and other style attributes set aside, and all is put back at once; a restored
 //    page renders its charts again from their `data-plotly` (charts.js, on htmx:load).
 (function () {
   "use strict";
@@ -43,9 +44,10 @@
   // the browser may fill them back from its own form cache.
   window.addEventListener("pageshow", syncForms);
 
-  document.addEventListener("htmx:beforeHistorySave", function () {
+  document.addEventListener("htmx:beforeHistorySave", function (event) {
+    var root = event.detail.historyElt || document.body;
     var taken = [];
-    document.querySelectorAll("[data-plotly][data-plotly-rendered]").forEach(function (node) {
+    root.querySelectorAll("[data-plotly][data-plotly-rendered]").forEach(function (node) {
       var children = Array.prototype.slice.call(node.childNodes);
       children.forEach(function (child) {
         node.removeChild(child);
@@ -53,7 +55,12 @@
       node.removeAttribute("data-plotly-rendered");
       taken.push([node, children]);
     });
-    // htmx copies the page synchronously after this event: the charts go back before the
+    var styled = [];
+    root.querySelectorAll("[style]").forEach(function (node) {
+      styled.push([node, node.getAttribute("style")]);
+      node.removeAttribute("style");
+    });
+    // htmx copies the page synchronously after this event: everything goes back before the
     // browser paints again.
     queueMicrotask(function () {
       taken.forEach(function (pair) {
@@ -61,6 +68,10 @@
           pair[0].appendChild(child);
         });
         pair[0].setAttribute("data-plotly-rendered", "true");
+      });
+      // Through the CSSOM, which the policy allows (a style attribute it would refuse).
+      styled.forEach(function (pair) {
+        pair[0].style.cssText = pair[1];
       });
     });
   });

@@ -42,7 +42,9 @@
     } else if (event.key === "k") {
       move(-1);
     } else if (event.key === "Enter" && card && event.target === card) {
-      var first = card.querySelector(".review-actions input, .review-actions button");
+      var first = card.querySelector(
+        ".review-actions input:not([type=hidden]), .review-actions button"
+      );
       if (first) {
         first.focus();
         event.preventDefault();
