@@ -109,8 +109,17 @@ def delta_distributions(
 
 
 # Where a point's label goes, turn by turn, when other points crowd it.
-_LABEL_POSITIONS = ("top center", "bottom center", "middle right", "middle left")
+_LABEL_POSITIONS = (
+    "top center",
+    "bottom center",
+    "top right",
+    "bottom left",
+    "top left",
+    "bottom right",
+)
 _CROWD = 0.1
+# Past this many points, labels would only cover each other: the rule is in the hover text.
+MAX_LABELLED_POINTS = 30
 
 
 def label_positions(points: list[tuple[float, float]]) -> list[str]:
@@ -135,8 +144,8 @@ def extraction_scatter(rows: list[dict]) -> dict:
     data = [
         {
             "type": "scatter",
-            "mode": "markers+text",
-            "name": verdict,
+            "mode": "markers+text" if len(rows) <= MAX_LABELLED_POINTS else "markers",
+            "name": f"verdict: {verdict}",
             "x": [r.get("token_f1") for r in group],
             "y": [r.get("score") for r in group],
             "text": [r.get("rule", "") for r in group],
@@ -148,33 +157,29 @@ def extraction_scatter(rows: list[dict]) -> dict:
         }
         for verdict, group in sorted(by_verdict.items())
     ]
+    # The diagonal is a trace, not a shape, so that the legend says what it is.
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "score = token-F1",
+            "x": [0, 1],
+            "y": [0, 1],
+            "line": {"dash": "dot", "color": NEUTRAL, "width": 1},
+            "hoverinfo": "skip",
+        }
+    )
     return {
         "data": data,
         "layout": _layout(
             "",
             margin={"l": 64, "r": 24, "t": 16, "b": 56},
-            legend={
-                "orientation": "h",
-                "x": 0,
-                "y": 1.02,
-                "yanchor": "bottom",
-                "title": {"text": "verdict"},
-            },
+            legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
             xaxis={"title": {"text": "token-F1 (share of words in common)"}, "range": [-0.08, 1.1]},
             yaxis={
                 "title": {"text": "score (probability of the same rule)"},
                 "range": [-0.1, 1.14],
             },
-            shapes=[
-                {
-                    "type": "line",
-                    "x0": 0,
-                    "y0": 0,
-                    "x1": 1,
-                    "y1": 1,
-                    "line": {"dash": "dot", "color": NEUTRAL, "width": 1},
-                }
-            ],
         ),
     }
 

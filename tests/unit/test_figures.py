@@ -152,12 +152,23 @@ def test_no_scored_case_gives_an_empty_figure():
         ([(0.1, 0.1), (0.9, 0.9)], ["top center", "top center"]),
         (
             [(0.85, 0.97), (0.86, 0.92), (0.87, 0.99), (0.2, 0.2)],
-            ["top center", "bottom center", "middle right", "top center"],
+            ["top center", "bottom center", "top right", "top center"],
         ),
     ],
 )
 def test_labels_of_crowded_points_take_turns_around_them(points, positions):
     assert figures.label_positions(points) == positions
+
+
+def test_many_points_are_drawn_without_labels_that_would_cover_each_other():
+    rows = [
+        {"rule": f"R-{i}", "token_f1": i / 100, "score": 0.9, "verdict": "match"}
+        for i in range(figures.MAX_LABELLED_POINTS + 1)
+    ]
+    trace, diagonal = figures.extraction_scatter(rows)["data"]
+    assert trace["mode"] == "markers" and trace["text"][0] == "R-0"
+    assert diagonal["name"] == "score = token-F1"
+    assert figures.extraction_scatter(rows[:3])["data"][0]["mode"] == "markers+text"
 
 
 # --- Extraction accuracy (semantics §12) -------------------------------------------------------------
@@ -172,10 +183,13 @@ def test_extraction_scatter_puts_the_score_against_token_f1_per_verdict():
     ]
     figure = figures.extraction_scatter(rows)
     traces = {t["name"]: t for t in figure["data"]}
-    assert traces["match"]["x"] == [0.28, 0.9] and traces["match"]["y"] == [0.97, 0.91]
-    assert traces["miss"]["y"] == [0.04]
-    assert traces["match"]["text"] == ["R-F001", "R-2"]
-    assert traces["miss"]["marker"]["color"] == figures.BAD
+    match, miss = traces["verdict: match"], traces["verdict: miss"]
+    assert match["x"] == [0.28, 0.9] and match["y"] == [0.97, 0.91]
+    assert miss["y"] == [0.04]
+    assert match["text"] == ["R-F001", "R-2"]
+    assert miss["marker"]["color"] == figures.BAD
+    # The diagonal is in the legend: what it means is said, not left to the caption.
+    assert traces["score = token-F1"]["x"] == [0, 1]
     assert figure["layout"]["xaxis"]["title"]["text"].startswith("token-F1")
     assert figure["layout"]["yaxis"]["title"]["text"] == "score (probability of the same rule)"
 
