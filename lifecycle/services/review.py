@@ -22,7 +22,7 @@ from django.utils import timezone
 from .. import journal, review
 from ..journal import EventType
 from ..models import PackStatus, ReviewItem, ReviewKind, Rule, StagedPack
-from ..states import Action, Actor, ActorKind, NotAllowed, check_allowed
+from ..states import Action, Actor, ActorKind, NotAllowed
 from ..validation import review_reason
 from .packs import import_pack
 from .rules import Decision, rule_requeue, rule_retire_by_reviewer, rules_decide
@@ -199,7 +199,6 @@ def review_resolve(
     """Resolve an open item with one of its kind's actions; returns the closed item."""
     if actor.kind != ActorKind.REVIEWER:
         raise NotAllowed(f"{actor.kind} {actor.name!r} may not resolve review items")
-    check_allowed(Action.RETIRE_BY_REVIEWER, actor)
     now = now or timezone.now()
     with transaction.atomic():
         item = ReviewItem.objects.select_for_update().filter(pk=item_id).first()
