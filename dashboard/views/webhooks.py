@@ -92,13 +92,14 @@ def webhook_test(request, endpoint_id: int):
     """Send a `test` delivery now and say what the receiver answered."""
     endpoint = _endpoint(endpoint_id)
     delivery = services.webhook_test(endpoint_id=endpoint.pk, by=request.user.get_username())
+    error = delivery.last_error or "no answer"
     if delivery.status == "delivered":
         messages.success(request, f"Test delivered: the receiver answered {delivery.last_code}.")
+    elif delivery.status == "pending" and delivery.next_attempt_at:
+        when = f"{delivery.next_attempt_at:%H:%M:%S} UTC"
+        messages.error(request, f"Test not delivered yet ({error}); it is tried again at {when}.")
     else:
-        messages.error(
-            request,
-            f"Test not delivered ({delivery.status}): {delivery.last_error or 'no answer'}",
-        )
+        messages.error(request, f"Test not delivered ({delivery.status}): {error}")
     return redirect("webhook-detail", endpoint_id=endpoint.pk)
 
 
