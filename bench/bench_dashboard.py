@@ -113,8 +113,8 @@ def seed(*, rules: int, events: int) -> None:
             "COPY lifecycle_rule (id, trigger, directive, scope, metric, signature, tags, state,"
             " author, author_kind, source_case, source_notice, provenance, content_hash,"
             " recorded_at, baseline_rate, baseline_sessions, baseline_hits, replay_attempts,"
-            " pending_reason, first_attempted_at, last_validator, verdict_reason, decided_at)"
-            " FROM STDIN"
+            " pending_reason, first_attempted_at, last_validator, verdict_reason, decided_at,"
+            " trial_sessions) FROM STDIN"
         ) as copy:
             for i, rule_id in enumerate(ids):
                 state, pending = rule_state(i)
@@ -145,11 +145,12 @@ def seed(*, rules: int, events: int) -> None:
                         "replay" if decided else "",
                         "improved task_completion by +0.40 on F-001" if decided else "",
                         T0 + timedelta(minutes=i + 1) if decided else None,
+                        0,
                     )
                 )
         with raw.cursor().copy(
             "COPY replay_validationround (id, started_at, finished_at, status, queue, budget_s,"
-            " replay_wired, summary, error, kicked_by) FROM STDIN"
+            " replay_wired, summary, error, kicked_by, progress, worker) FROM STDIN"
         ) as copy:
             for r in range(1, rounds + 1):
                 copy.write_row(
@@ -172,6 +173,8 @@ def seed(*, rules: int, events: int) -> None:
                             }
                         ),
                         "",
+                        "bench",
+                        "{}",
                         "bench",
                     )
                 )
@@ -314,6 +317,8 @@ def main() -> None:
         drop_database(url)
     ensure_database(url)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
+    # The test client speaks plain HTTP: without this every page is a redirect to https.
+    os.environ.setdefault("CAUTERWEB_HTTPS", "false")
     import django
 
     django.setup()

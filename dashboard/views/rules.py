@@ -35,13 +35,13 @@ def rule_list(request):
     form = RuleFilterForm(request.GET, choices=selectors.rule_filter_choices())
     error = None
     try:
-        rules = selectors.rule_list(filters=form.filters())
-        rules = selectors.with_replay_counts(rules.only(*selectors.RULE_TABLE_FIELDS))
+        rules = selectors.rule_list(filters=form.filters()).only(*selectors.RULE_TABLE_FIELDS)
     except FilterError as exc:
         error = exc
         rules = Rule.objects.none()
     page = Paginator(rules, RULES_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"page": page, "form": form, "filter_error": error}
+    replays = selectors.replay_counts([rule.id for rule in page.object_list])
+    context = {"page": page, "form": form, "filter_error": error, "replays": replays}
     template_name = fragment(request, "dashboard/rules/list.html", "rule-table")
     return vary_on_htmx(render(request, template_name, context))
 

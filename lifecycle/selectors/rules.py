@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, Trunc
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
+from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from .. import cursor
@@ -148,18 +148,18 @@ def rule_list(*, filters: dict) -> QuerySet[Rule]:
     return rules.order_by(*_order_by(f["sort"] or DEFAULT_RULE_SORT))
 
 
-def with_replay_counts(rules: QuerySet[Rule]) -> QuerySet[Rule]:
-    """Each rule annotated with `replays`: how many replays the engine ran for it, whatever the
-    design (its `validation_replay_case` events, semantics §10). Counted per row shown, in the
-    same query: a page of 50 rules costs no more queries than one."""
-    replays = (
-        JournalEvent.objects.filter(rule=OuterRef("pk"), type=EventType.VALIDATION_REPLAY_CASE)
-        .order_by()
-        .values("rule")
+def replay_counts(rule_ids: list[str]) -> dict[str, int]:
+    """How many replays the engine ran for each of these rules, whatever the design (their
+    `validation_replay_case` events, semantics §10): one query for a page of rules, on the
+    journal's (rule, at) index. A count in the page's own query would be computed for every
+    row an OFFSET skips, too (2 s at page 40 of 10,000 rules)."""
+    rows = (
+        JournalEvent.objects.filter(rule_id__in=rule_ids, type=EventType.VALIDATION_REPLAY_CASE)
+        .values_list("rule_id")
         .annotate(n=Count("id"))
-        .values("n")
+        .order_by()
     )
-    return rules.annotate(replays=Coalesce(Subquery(replays), 0))
+    return dict(rows)
 
 
 class RuleNotFound(Exception):

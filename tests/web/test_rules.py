@@ -734,3 +734,16 @@ def test_the_rule_page_renders_with_the_real_gate_and_scorer(viewer_client, fiel
     response = viewer_client.get(reverse("rule-detail", args=["R-REAL"]))
     assert response.status_code == 200
     assert [c["matcher"] for c in response.context["gate_columns"]] == ["lexical", "signature"]
+
+
+def test_the_rules_list_counts_replays_run_beside_replay_attempts(viewer_client, scoring):
+    # One vocabulary: a replay is one run of one case; an attempt is a round's try (§7.10).
+    rule = make_rule("R-REP", replay_attempts=1)
+    for repeat in range(3):
+        replay_case(rule, 4, case_evidence("F-001"), at=T0 + timedelta(seconds=repeat))
+    make_rule("R-NONE")
+    response = viewer_client.get(reverse("rule-list"))
+    assert response.context["replays"] == {"R-REP": 3}
+    body = response.content.decode()
+    assert '<td class="num wide-only nowrap">3<br><span class="muted">1 attempt</span></td>' in body
+    assert '<td class="num wide-only nowrap">0<br><span class="muted">0 attempts</span></td>' in body
