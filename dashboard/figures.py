@@ -108,48 +108,61 @@ def delta_distributions(
     }
 
 
-# Where a point's label goes, turn by turn, when other points crowd it.
-_LABEL_POSITIONS = (
-    "top center",
-    "bottom center",
-    "top right",
-    "bottom left",
-    "top left",
-    "bottom right",
-)
+# Where a point's label goes (pixels from the point, drawn with a leader line), turn by turn,
+# when other points crowd it: above and below first, then further out on a slant.
+_LABEL_OFFSETS = ((0, -16), (0, 18), (26, -30), (-26, 32), (-26, -30), (26, 32), (0, -44), (0, 46))
 _CROWD = 0.1
 # Past this many points, labels would only cover each other: the rule is in the hover text.
 MAX_LABELLED_POINTS = 30
 
 
-def label_positions(points: list[tuple[float, float]]) -> list[str]:
-    """A text position per point so that labels of points close together do not sit on one
-    another: each point crowded by earlier ones takes the next position in turn."""
-    positions = []
+def label_offsets(points: list[tuple[float, float]]) -> list[tuple[int, int]]:
+    """A label offset per point so that labels of points close together do not sit on one
+    another: each point crowded by earlier ones takes the next offset in turn."""
+    offsets = []
     for i, (x, y) in enumerate(points):
         crowd = sum(1 for (a, b) in points[:i] if abs(a - x) <= _CROWD and abs(b - y) <= _CROWD)
-        positions.append(_LABEL_POSITIONS[crowd % len(_LABEL_POSITIONS)])
-    return positions
+        offsets.append(_LABEL_OFFSETS[crowd % len(_LABEL_OFFSETS)])
+    return offsets
+
+
+def _labels(rows: list[dict]) -> list[dict]:
+    """The rules' names as annotations beside their points, none past MAX_LABELLED_POINTS."""
+    if len(rows) > MAX_LABELLED_POINTS:
+        return []
+    points = [(r.get("token_f1") or 0, r.get("score") or 0) for r in rows]
+    return [
+        {
+            "x": x,
+            "y": y,
+            "text": r.get("rule", ""),
+            "ax": ax,
+            "ay": ay,
+            "showarrow": True,
+            "arrowhead": 0,
+            "arrowwidth": 1,
+            "arrowcolor": "#aab2c0",
+            "font": {"size": 11},
+        }
+        for r, (x, y), (ax, ay) in zip(rows, points, label_offsets(points), strict=True)
+    ]
 
 
 def extraction_scatter(rows: list[dict]) -> dict:
     """The comparator's score (the probability of "same rule") against token-F1 per rule
     (semantics §12). Rewordings sit high above the diagonal: the rule matches although the
     words do not; a wrong rule in the same words sits far below it."""
-    # Labels are placed over every point, whatever its verdict: crowding knows no trace.
-    placed = label_positions([(r.get("token_f1") or 0, r.get("score") or 0) for r in rows])
     by_verdict: dict[str, list[dict]] = defaultdict(list)
-    for row, position in zip(rows, placed, strict=True):
-        by_verdict[row.get("verdict", "?")].append({**row, "_position": position})
+    for row in rows:
+        by_verdict[row.get("verdict", "?")].append(row)
     data = [
         {
             "type": "scatter",
-            "mode": "markers+text" if len(rows) <= MAX_LABELLED_POINTS else "markers",
+            "mode": "markers",
             "name": f"verdict: {verdict}",
             "x": [r.get("token_f1") for r in group],
             "y": [r.get("score") for r in group],
             "text": [r.get("rule", "") for r in group],
-            "textposition": [r["_position"] for r in group],
             "marker": {"size": 10, "color": VERDICT_COLOURS.get(verdict, NEUTRAL)},
             "hovertemplate": "%{text}<br>token-F1 %{x:.2f}<br>score %{y:.2f}<extra>"
             + verdict
@@ -178,8 +191,10 @@ def extraction_scatter(rows: list[dict]) -> dict:
             xaxis={"title": {"text": "token-F1 (share of words in common)"}, "range": [-0.08, 1.1]},
             yaxis={
                 "title": {"text": "score (probability of the same rule)"},
-                "range": [-0.1, 1.14],
+                "range": [-0.12, 1.16],
             },
+            # Labels are placed over every point, whatever its verdict: crowding knows no trace.
+            annotations=_labels(rows),
         ),
     }
 

@@ -146,18 +146,18 @@ def test_no_scored_case_gives_an_empty_figure():
 
 
 @pytest.mark.parametrize(
-    ("points", "positions"),
+    ("points", "offsets"),
     [
-        ([(0.5, 0.5)], ["top center"]),
-        ([(0.1, 0.1), (0.9, 0.9)], ["top center", "top center"]),
+        ([(0.5, 0.5)], [(0, -16)]),
+        ([(0.1, 0.1), (0.9, 0.9)], [(0, -16), (0, -16)]),
         (
             [(0.85, 0.97), (0.86, 0.92), (0.87, 0.99), (0.2, 0.2)],
-            ["top center", "bottom center", "top right", "top center"],
+            [(0, -16), (0, 18), (26, -30), (0, -16)],
         ),
     ],
 )
-def test_labels_of_crowded_points_take_turns_around_them(points, positions):
-    assert figures.label_positions(points) == positions
+def test_labels_of_crowded_points_take_turns_around_them(points, offsets):
+    assert figures.label_offsets(points) == offsets
 
 
 def test_many_points_are_drawn_without_labels_that_would_cover_each_other():
@@ -165,10 +165,16 @@ def test_many_points_are_drawn_without_labels_that_would_cover_each_other():
         {"rule": f"R-{i}", "token_f1": i / 100, "score": 0.9, "verdict": "match"}
         for i in range(figures.MAX_LABELLED_POINTS + 1)
     ]
-    trace, diagonal = figures.extraction_scatter(rows)["data"]
-    assert trace["mode"] == "markers" and trace["text"][0] == "R-0"
+    figure = figures.extraction_scatter(rows)
+    trace, diagonal = figure["data"]
+    assert figure["layout"]["annotations"] == [] and trace["text"][0] == "R-0"
     assert diagonal["name"] == "score = token-F1"
-    assert figures.extraction_scatter(rows[:3])["data"][0]["mode"] == "markers+text"
+    labels = figures.extraction_scatter(rows[:3])["layout"]["annotations"]
+    assert [(a["text"], a["showarrow"]) for a in labels] == [
+        ("R-0", True),
+        ("R-1", True),
+        ("R-2", True),
+    ]
 
 
 # --- Extraction accuracy (semantics §12) -------------------------------------------------------------

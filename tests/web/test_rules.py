@@ -746,4 +746,6 @@ def test_the_rules_list_counts_replays_run_beside_replay_attempts(viewer_client,
     assert response.context["replays"] == {"R-REP": 3}
     body = response.content.decode()
     assert '<td class="num wide-only nowrap">3<br><span class="muted">1 attempt</span></td>' in body
-    assert '<td class="num wide-only nowrap">0<br><span class="muted">0 attempts</span></td>' in body
+    assert (
+        '<td class="num wide-only nowrap">0<br><span class="muted">0 attempts</span></td>' in body
+    )
