@@ -1,5 +1,6 @@
 """Dashboard render times at scale: 10,000 rules and 1,000,000 journal
-events on PostgreSQL, median server-side render time of the rules page and a rule page.
+events on PostgreSQL, median server-side render time of the rules page, a rule page and its
+folds, the review queue (a third of the candidates waiting in it) and the overview.
 
     python bench/bench_dashboard.py                    # postgres://root@127.0.0.1:5432/cw_dash
     DATABASE_URL=postgres://…/other python bench/bench_dashboard.py [--reseed] [--runs 30]
@@ -112,8 +113,8 @@ def seed(*, rules: int, events: int) -> None:
             "COPY lifecycle_rule (id, trigger, directive, scope, metric, signature, tags, state,"
             " author, author_kind, source_case, source_notice, provenance, content_hash,"
             " recorded_at, baseline_rate, baseline_sessions, baseline_hits, replay_attempts,"
-            " pending_reason, first_attempted_at, last_validator, verdict_reason, decided_at)"
-            " FROM STDIN"
+            " pending_reason, first_attempted_at, last_validator, verdict_reason, decided_at,"
+            " trial_sessions) FROM STDIN"
         ) as copy:
             for i, rule_id in enumerate(ids):
                 state, pending = rule_state(i)
@@ -144,11 +145,12 @@ def seed(*, rules: int, events: int) -> None:
                         "replay" if decided else "",
                         "improved task_completion by +0.40 on F-001" if decided else "",
                         T0 + timedelta(minutes=i + 1) if decided else None,
+                        0,
                     )
                 )
         with raw.cursor().copy(
             "COPY replay_validationround (id, started_at, finished_at, status, queue, budget_s,"
-            " replay_wired, summary, error, kicked_by) FROM STDIN"
+            " replay_wired, summary, error, kicked_by, progress, worker) FROM STDIN"
         ) as copy:
             for r in range(1, rounds + 1):
                 copy.write_row(
@@ -171,6 +173,8 @@ def seed(*, rules: int, events: int) -> None:
                             }
                         ),
                         "",
+                        "bench",
+                        "{}",
                         "bench",
                     )
                 )
@@ -240,6 +244,35 @@ def seed(*, rules: int, events: int) -> None:
     )
 
 
+def seed_review() -> None:
+    """A third of the candidates waiting in the review queue (undecided after their replay
+    budget), as the journal writer would have opened them; once."""
+    from django.db.models import Q
+
+    from lifecycle.models import ReviewItem, Rule
+    from lifecycle.review import Opening
+
+    if ReviewItem.objects.exists():
+        return
+    rules = (
+        Rule.objects.filter(state="candidate")
+        .filter(~Q(id__endswith="1"))
+        .values_list("id", "scope")
+    )
+    items = [
+        ReviewItem(
+            key=Opening("inconclusive", rule_id).key,
+            kind="inconclusive",
+            rule_id=rule_id,
+            scope=scope,
+            opened_at=T0 + timedelta(seconds=i),
+        )
+        for i, (rule_id, scope) in enumerate(rules)
+        if i % 3 == 0
+    ]
+    ReviewItem.objects.bulk_create(items, batch_size=2000)
+
+
 def median_ms(client, url: str, runs: int, **headers) -> tuple[float, float, float, int]:
     """Medians in ms of the wall time, the CPU time of this process (the Django side) and the
     time spent waiting on the database, and the number of queries. On a busy machine the wall
@@ -284,6 +317,8 @@ def main() -> None:
         drop_database(url)
     ensure_database(url)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
+    # The test client speaks plain HTTP: without this every page is a redirect to https.
+    os.environ.setdefault("CAUTERWEB_HTTPS", "false")
     import django
 
     django.setup()
@@ -292,12 +327,13 @@ def main() -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    from lifecycle.models import JournalEvent, Rule
+    from lifecycle.models import JournalEvent, ReviewItem, Rule
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     call_command("migrate", interactive=False, verbosity=0)
     if not Rule.objects.filter(pk="BR-00000").exists():
         seed(rules=args.rules, events=args.events)
+    seed_review()
     user, _ = User.objects.get_or_create(username="bench")
     user.groups.add(Group.objects.get_or_create(name="reviewers")[0])
     client = Client()
@@ -306,6 +342,7 @@ def main() -> None:
     print(f"rules: {Rule.objects.count()}, journal events: {JournalEvent.objects.count()}")
     # The rule with the most history: every seeded rule has ~events/rules events.
     busy = "BR-00001"
+    htmx = {"HTTP_HX_REQUEST": "true"}
     ground_truth = "BR-00010"  # source case F-001 carries an expected_rule
     pages = [
         ("rules page (default)", "/rules/", {}),
@@ -325,6 +362,10 @@ def main() -> None:
             {},
         ),
         (f"rule page {ground_truth} (with extraction diff)", f"/rules/{ground_truth}/", {}),
+        (f"rule page {busy}: per-replay fold (htmx)", f"/rules/{busy}/replays/", htmx),
+        (f"rule page {busy}: timeline fold (htmx)", f"/rules/{busy}/timeline/", htmx),
+        (f"review queue ({ReviewItem.objects.count()} open items)", "/review/", {}),
+        ("review queue, one scope (htmx)", "/review/?scope=git", htmx),
         ("round page", "/rounds/50/", {}),
         ("overview", "/", {}),
     ]

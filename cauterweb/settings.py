@@ -155,6 +155,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dashboard.context_processors.review",
             ],
         },
     },
@@ -231,11 +232,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_DB_REUSE_MAX = 1000
 CELERY_TIMEZONE = "UTC"
 CAUTERWEB_ROUND_SCHEDULE_S = env_float("CAUTERWEB_ROUND_SCHEDULE_S", 60.0, minimum=1.0)
+CAUTERWEB_WEBHOOK_SWEEP_S = env_float("CAUTERWEB_WEBHOOK_SWEEP_S", 60.0, minimum=1.0)
+# Seconds a webhook receiver has to answer one attempt (docs/webhooks.md).
+CAUTERWEB_WEBHOOK_TIMEOUT_S = env_float("CAUTERWEB_WEBHOOK_TIMEOUT_S", 10.0, minimum=0.5)
 CELERY_BEAT_SCHEDULE = {
     "validation-round": {
         "task": "replay.tasks.round_run_task",
         "schedule": CAUTERWEB_ROUND_SCHEDULE_S,
-    }
+    },
+    # Webhook retries that are due, and deliveries a broker outage left behind (docs/webhooks.md).
+    "webhook-sweep": {
+        "task": "lifecycle.tasks.webhooks_sweep_task",
+        "schedule": CAUTERWEB_WEBHOOK_SWEEP_S,
+    },
 }
 # Where the single-flight round lock lives (semantics §9.1): Redis when the broker is Redis,
 # otherwise a row in the database.

@@ -9,6 +9,7 @@ GOOD = "#176b37"
 BAD = "#a3241b"
 NEUTRAL = "#5b6475"
 PENDING = "#b07d00"
+ACCENT = "#1f5fbf"
 OUTCOME_COLOURS = {"promote": GOOD, "retire": BAD, "pending": PENDING}
 VERDICT_COLOURS = {"match": GOOD, "partial": PENDING, "miss": BAD}
 
@@ -25,39 +26,70 @@ def _layout(title: str, **extra) -> dict:
     return {**_BASE_LAYOUT, "title": {"text": title}, **extra}
 
 
-def delta_distributions(cases: list[dict], *, promote_margin: float, regress_margin: float) -> dict:
-    """Per-metric distribution of replay deltas (semantics §7.6) over scored cases, with the band
-    between the regression and promotion margins shaded: points outside it decided something."""
-    deltas: dict[str, list[float]] = defaultdict(list)
-    labels: dict[str, list[str]] = defaultdict(list)
+SINGLE_LABEL = "one replay vs its recorded original (replayed − original)"
+PAIRED_LABEL = "paired replays, per case (treatment − control)"
+
+
+def _deltas(cases: list[dict]) -> list[tuple[str, float, str]]:
+    """(metric, delta, label) of every scored replay compared with its original (§7.6)."""
+    out = []
     for case in cases:
         if case.get("outcome") != "scored":
             continue
-        for metric, values in (case.get("metrics") or {}).items():
+        for metric, values in sorted((case.get("metrics") or {}).items()):
             delta = values.get("delta") if isinstance(values, dict) else None
             if isinstance(delta, int | float):
-                deltas[metric].append(round(delta, 4))
-                labels[metric].append(f"{case.get('case', '?')} ({case.get('kind', '?')})")
-    data = [
-        {
-            "type": "box",
-            "name": metric,
-            "y": deltas[metric],
-            "text": labels[metric],
-            "boxpoints": "all",
-            "jitter": 0.4,
-            "pointpos": 0,
-            "marker": {"color": NEUTRAL, "size": 6},
-            "hovertemplate": "%{text}<br>delta %{y:+.3f}<extra>" + metric + "</extra>",
-        }
-        for metric in sorted(deltas)
+                label = f"{case.get('case', '?')} ({case.get('kind', '?')})"
+                out.append((metric, round(delta, 4), label))
+    return out
+
+
+def _box(name: str, points: list[tuple[str, float, str]], colour: str) -> dict:
+    return {
+        "type": "box",
+        "name": name,
+        "x": [metric for metric, _, _ in points],
+        "y": [value for _, value, _ in points],
+        "text": [label for _, _, label in points],
+        "boxpoints": "all",
+        "jitter": 0.4,
+        "pointpos": 0,
+        "marker": {"color": colour, "size": 6},
+        "line": {"color": colour},
+        "hovertemplate": "%{text}<br>%{x} %{y:+.3f}<extra></extra>",
+    }
+
+
+def delta_distributions(
+    cases: list[dict],
+    *,
+    promote_margin: float,
+    regress_margin: float,
+    paired: list[dict] = (),
+) -> dict:
+    """Per metric, what the replays measured: each §7 replay's delta from its recorded
+    original (semantics §7.6), and each paired case's treatment − control effect
+    (semantics §17.5) — two kinds of comparison, told apart by colour and legend. The band
+    between the regression and promotion margins is shaded: points outside it can decide."""
+    single = _deltas(cases)
+    effects = [
+        (p["metric"], p["effect"], f"{p['rule']} on {p['case']} ({p['kind']})") for p in paired
     ]
+    data = []
+    if single:
+        data.append(_box(SINGLE_LABEL, sorted(single), NEUTRAL))
+    if effects:
+        data.append(_box(PAIRED_LABEL, sorted(effects), ACCENT))
     return {
         "data": data,
         "layout": _layout(
-            "Replay deltas per metric (band: within margin)",
-            showlegend=False,
-            yaxis={"title": {"text": "replayed − original"}, "zeroline": True},
+            "",
+            boxmode="group",
+            showlegend=True,
+            margin={"l": 64, "r": 16, "t": 16, "b": 56},
+            legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+            xaxis={"type": "category", "automargin": True},
+            yaxis={"title": {"text": "effect (positive: better)"}, "zeroline": True},
             shapes=[
                 {
                     "type": "rect",
@@ -76,6 +108,46 @@ def delta_distributions(cases: list[dict], *, promote_margin: float, regress_mar
     }
 
 
+# Where a point's label goes (pixels from the point, drawn with a leader line), turn by turn,
+# when other points crowd it: above and below first, then further out on a slant.
+_LABEL_OFFSETS = ((0, -16), (0, 18), (26, -30), (-26, 32), (-26, -30), (26, 32), (0, -44), (0, 46))
+_CROWD = 0.1
+# Past this many points, labels would only cover each other: the rule is in the hover text.
+MAX_LABELLED_POINTS = 30
+
+
+def label_offsets(points: list[tuple[float, float]]) -> list[tuple[int, int]]:
+    """A label offset per point so that labels of points close together do not sit on one
+    another: each point crowded by earlier ones takes the next offset in turn."""
+    offsets = []
+    for i, (x, y) in enumerate(points):
+        crowd = sum(1 for (a, b) in points[:i] if abs(a - x) <= _CROWD and abs(b - y) <= _CROWD)
+        offsets.append(_LABEL_OFFSETS[crowd % len(_LABEL_OFFSETS)])
+    return offsets
+
+
+def _labels(rows: list[dict]) -> list[dict]:
+    """The rules' names as annotations beside their points, none past MAX_LABELLED_POINTS."""
+    if len(rows) > MAX_LABELLED_POINTS:
+        return []
+    points = [(r.get("token_f1") or 0, r.get("score") or 0) for r in rows]
+    return [
+        {
+            "x": x,
+            "y": y,
+            "text": r.get("rule", ""),
+            "ax": ax,
+            "ay": ay,
+            "showarrow": True,
+            "arrowhead": 0,
+            "arrowwidth": 1,
+            "arrowcolor": "#aab2c0",
+            "font": {"size": 11},
+        }
+        for r, (x, y), (ax, ay) in zip(rows, points, label_offsets(points), strict=True)
+    ]
+
+
 def extraction_scatter(rows: list[dict]) -> dict:
     """The comparator's score (the probability of "same rule") against token-F1 per rule
     (semantics §12). Rewordings sit high above the diagonal: the rule matches although the
@@ -86,12 +158,11 @@ def extraction_scatter(rows: list[dict]) -> dict:
     data = [
         {
             "type": "scatter",
-            "mode": "markers+text",
-            "name": verdict,
+            "mode": "markers",
+            "name": f"verdict: {verdict}",
             "x": [r.get("token_f1") for r in group],
             "y": [r.get("score") for r in group],
             "text": [r.get("rule", "") for r in group],
-            "textposition": "top center",
             "marker": {"size": 10, "color": VERDICT_COLOURS.get(verdict, NEUTRAL)},
             "hovertemplate": "%{text}<br>token-F1 %{x:.2f}<br>score %{y:.2f}<extra>"
             + verdict
@@ -99,22 +170,31 @@ def extraction_scatter(rows: list[dict]) -> dict:
         }
         for verdict, group in sorted(by_verdict.items())
     ]
+    # The diagonal is a trace, not a shape, so that the legend says what it is.
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "score = token-F1",
+            "x": [0, 1],
+            "y": [0, 1],
+            "line": {"dash": "dot", "color": NEUTRAL, "width": 1},
+            "hoverinfo": "skip",
+        }
+    )
     return {
         "data": data,
         "layout": _layout(
-            "Extraction accuracy: score vs token-F1",
-            xaxis={"title": {"text": "token-F1"}, "range": [-0.05, 1.05]},
-            yaxis={"title": {"text": "score (probability of same rule)"}, "range": [-0.05, 1.05]},
-            shapes=[
-                {
-                    "type": "line",
-                    "x0": 0,
-                    "y0": 0,
-                    "x1": 1,
-                    "y1": 1,
-                    "line": {"dash": "dot", "color": NEUTRAL, "width": 1},
-                }
-            ],
+            "",
+            margin={"l": 64, "r": 24, "t": 16, "b": 56},
+            legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+            xaxis={"title": {"text": "token-F1 (share of words in common)"}, "range": [-0.08, 1.1]},
+            yaxis={
+                "title": {"text": "score (probability of the same rule)"},
+                "range": [-0.12, 1.16],
+            },
+            # Labels are placed over every point, whatever its verdict: crowding knows no trace.
+            annotations=_labels(rows),
         ),
     }
 
@@ -138,8 +218,10 @@ def verdicts_per_round(counts: list[tuple[int, str, int]]) -> dict:
     return {
         "data": data,
         "layout": _layout(
-            "Verdicts per round",
+            "",
             barmode="stack",
+            margin={"l": 64, "r": 16, "t": 16, "b": 48},
+            legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
             xaxis={"type": "category"},
             yaxis={"title": {"text": "candidates"}},
         ),
@@ -210,9 +292,22 @@ def lifecycle_funnel(series: dict[str, list]) -> dict:
     return {
         "data": data,
         "layout": _layout(
-            "Lifecycle over time", xaxis={"type": "date"}, yaxis={"title": {"text": "rules"}}
+            "",
+            margin={"l": 64, "r": 16, "t": 16, "b": 56},
+            legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+            xaxis={"type": "date", "automargin": True},
+            yaxis={"title": {"text": "rules"}},
         ),
     }
+
+
+# What a colour means on the effect figure: each is a legend entry.
+EFFECT_STATUS = {
+    GOOD: "improvement: significant, past the promote margin",
+    PENDING: "improvement: not decisive",
+    BAD: "regression: significant after Holm",
+    NEUTRAL: "regression: not significant",
+}
 
 
 def _effect_row(label: str, row: dict, colour: str) -> dict:
@@ -227,15 +322,17 @@ def _effect_row(label: str, row: dict, colour: str) -> dict:
     }
 
 
-def _effect_trace(r: dict, lo_edge: float, hi_edge: float) -> dict:
-    """One effect with its interval; an unbounded side (null in the evidence) is drawn to the
-    axis edge and said so in the hover text."""
+def _effect_trace(r: dict, lo_edge: float, hi_edge: float, *, first: bool) -> dict:
+    """One effect with its interval; an open side (null in the evidence) is drawn to the axis
+    edge and said so in the hover text."""
     high = r["high"] if r["high"] is not None else hi_edge
     low = r["low"] if r["low"] is not None else lo_edge
     return {
         "type": "scatter",
         "mode": "markers",
-        "name": r["label"],
+        "name": EFFECT_STATUS[r["colour"]],
+        "legendgroup": r["colour"],
+        "showlegend": first,
         "x": [r["effect"]],
         "y": [r["label"]],
         "marker": {"color": r["colour"], "size": 11},
@@ -250,13 +347,13 @@ def _effect_trace(r: dict, lo_edge: float, hi_edge: float) -> dict:
         },
         "customdata": [
             [
-                "−∞" if r["low"] is None else f"{r['low']:+.3f}".replace("-", "−"),
-                "+∞" if r["high"] is None else f"{r['high']:+.3f}".replace("-", "−"),
+                "open" if r["low"] is None else f"{r['low']:+.3f}".replace("-", "−"),
+                "open" if r["high"] is None else f"{r['high']:+.3f}".replace("-", "−"),
                 "—" if r["p"] is None else f"{r['p']:.3g}",
             ]
         ],
         "hovertemplate": "effect %{x:+.3f} [%{customdata[0]}, %{customdata[1]}]"
-        "<br>p %{customdata[2]}<extra>%{y}</extra>",
+        "<br>p-value %{customdata[2]}<extra>%{y}</extra>",
     }
 
 
@@ -273,16 +370,16 @@ def _vline(x: float, colour: str, dash: str) -> dict:
     }
 
 
-def _note(x: float, text: str, colour: str) -> dict:
+def _line_key(name: str, colour: str, dash: str) -> dict:
+    """A legend entry for a vertical line drawn as a shape (shapes have no legend)."""
     return {
-        "x": x,
-        "y": 1,
-        "xref": "x",
-        "yref": "paper",
-        "yanchor": "bottom",
-        "text": text,
-        "showarrow": False,
-        "font": {"color": colour, "size": 11},
+        "type": "scatter",
+        "mode": "lines",
+        "name": name,
+        "x": [None],
+        "y": [None],
+        "line": {"color": colour, "dash": dash, "width": 1.5},
+        "hoverinfo": "skip",
     }
 
 
@@ -309,31 +406,43 @@ def paired_effect(figures: dict, *, promote_margin: float, regress_margin: float
     """The effect of the rule (treatment − control on the deciding metric, semantics §17.4) with
     its confidence interval against the promote margin, and under it each regression test's
     effect against the regress margin. Promotion needs the interval past zero and the effect
-    past the margin; a retirement for no improvement, the upper bound short of the margin."""
+    past the margin; a retirement for no improvement, the upper bound short of the margin.
+    Every colour and line is in the legend; the row labels get the room they need."""
     rows = effect_rows(figures, promote_margin=promote_margin)
+    if not rows:
+        return {"data": [], "layout": {}}
     bounds = [x for r in rows for x in (r["low"], r["high"], r["effect"]) if x is not None]
     bounds += [promote_margin, -regress_margin, 0.0]
     pad = 0.1 * (max(bounds) - min(bounds) or 1)
     lo_edge, hi_edge = round(min(bounds) - pad, 6), round(max(bounds) + pad, 6)
+    seen: set[str] = set()
+    data = []
+    for r in rows:
+        data.append(_effect_trace(r, lo_edge, hi_edge, first=r["colour"] not in seen))
+        seen.add(r["colour"])
+    data += [
+        _line_key(f"promote margin +{promote_margin:g}", GOOD, "dash"),
+        _line_key(f"regress margin −{regress_margin:g}", BAD, "dot"),
+    ]
     return {
-        "data": [_effect_trace(r, lo_edge, hi_edge) for r in rows],
-        "layout": _layout(
-            "Effect of the rule: treatment − control, with its interval",
-            showlegend=False,
-            height=140 + 44 * len(rows),
-            margin={"l": 220, "r": 24, "t": 64, "b": 48},
-            xaxis={"title": {"text": "treatment − control"}, "range": [lo_edge, hi_edge]},
-            yaxis={"type": "category", "autorange": "reversed"},
-            shapes=[
+        "data": data,
+        "layout": {
+            **_BASE_LAYOUT,
+            "height": 190 + 40 * len(rows),
+            "margin": {"l": 16, "r": 24, "t": 16, "b": 48},
+            "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+            "xaxis": {
+                "title": {"text": "treatment − control (positive: better with the rule)"},
+                "range": [lo_edge, hi_edge],
+                "zeroline": False,
+            },
+            "yaxis": {"type": "category", "autorange": "reversed", "automargin": True},
+            "shapes": [
                 _vline(0.0, NEUTRAL, "dot"),
                 _vline(promote_margin, GOOD, "dash"),
                 _vline(-regress_margin, BAD, "dot"),
             ],
-            annotations=[
-                _note(promote_margin, f"promote margin +{promote_margin:g}", GOOD),
-                _note(-regress_margin, f"−{regress_margin:g}", BAD),
-            ],
-        ),
+        },
     }
 
 

@@ -11,13 +11,16 @@ from datetime import UTC, datetime
 from django import forms
 from django.utils.dateparse import parse_date, parse_datetime
 
+from dashboard.presenters import PENDING_WORDS
 from lifecycle import atoms as atom_lib
-from lifecycle.models import PendingReason, RuleState, TrajectoryKind
+from lifecycle.models import PendingReason, ReviewKind, RuleState, TrajectoryKind, WebhookFormat
 from lifecycle.selectors import corpus as selectors_corpus
 from lifecycle.selectors import rules as selectors
 from lifecycle.validation import FilterError
+from lifecycle.webhooks import TOPIC_WORDS, TOPICS
 
 ANY = [("", "any")]
+PENDING_REASONS = [selectors.NOT_ATTEMPTED, *PendingReason.values]
 YES_NO = ("yes", "true", "1", "no", "false", "0")
 MAX_TEXT = 150
 
@@ -54,6 +57,22 @@ class FilterForm(forms.Form):
         return any(self.data.get(name) for name in self.fields if name != "sort")
 
 
+RULE_SORT_LABELS = {
+    "-recorded": "newest recorded",
+    "recorded": "oldest recorded",
+    "-decided": "latest decided",
+    "decided": "earliest decided",
+    "id": "id A→Z",
+    "-id": "id Z→A",
+    "state": "state A→Z",
+    "-state": "state Z→A",
+    "scope": "scope A→Z",
+    "-scope": "scope Z→A",
+    "-attempts": "most replay attempts",
+    "attempts": "fewest replay attempts",
+}
+
+
 class RuleFilterForm(FilterForm):
     q = forms.CharField(
         max_length=selectors.MAX_QUERY_LENGTH,
@@ -73,7 +92,7 @@ class RuleFilterForm(FilterForm):
         choices=ANY + [(v, v) for v in selectors.VALIDATORS] + [("none", "none yet")]
     )
     pending_reason = forms.ChoiceField(
-        choices=ANY + [(selectors.NOT_ATTEMPTED, "not yet attempted"), *PendingReason.choices]
+        choices=ANY + [(reason, PENDING_WORDS[reason]) for reason in PENDING_REASONS]
     )
     # Aliases are accepted too (the selector resolves the family); the menu offers the names.
     metric = forms.CharField(max_length=64, widget=_select("f-metric"))
@@ -82,7 +101,7 @@ class RuleFilterForm(FilterForm):
         + [("yes", "has expected rule"), ("no", "none")]
         + [(v, v) for v in ("true", "1", "false", "0")]
     )
-    sort = forms.ChoiceField(choices=list(selectors.RULE_SORT_LABELS.items()))
+    sort = forms.ChoiceField(choices=list(RULE_SORT_LABELS.items()))
 
     def __init__(self, data, *, choices: dict, **kwargs):
         if not data.get("sort"):
@@ -95,6 +114,9 @@ class RuleFilterForm(FilterForm):
         ids |= {"has_ground_truth": "f-gt", "sort": "f-sort"}
         for name, element_id in ids.items():
             self.fields[name].widget.attrs["id"] = element_id
+        # What the form falls back to when the URL says nothing: static/js/history.js puts it
+        # back when the back button restores a page whose URL has no sort.
+        self.fields["sort"].widget.attrs["data-default"] = selectors.DEFAULT_RULE_SORT
         self.fields["scope"].widget.choices = ANY + [(s, s) for s in choices["scopes"]]
         self.fields["metric"].widget.choices = ANY + [(m, m) for m in choices["metrics"]]
         # The alternative spellings are accepted, never offered.
@@ -259,3 +281,32 @@ class EvidenceForm(forms.Form):
         data = self.cleaned_data
         metric = data.get("metric") or self.default
         return metric, data.get("sort") or "cases", error
+
+
+class ReviewFilterForm(FilterForm):
+    """The review queue's filters (lifecycle.selectors.review): what kind of item, which scope."""
+
+    kind = forms.ChoiceField(choices=ANY + list(ReviewKind.choices), widget=_select("r-kind"))
+    # Any scope may be asked for (a link from a rule page); the menu offers those in the queue.
+    scope = forms.CharField(max_length=128, widget=_select("r-scope"))
+
+    def __init__(self, data, *, scopes: list[str], **kwargs):
+        super().__init__(data, **kwargs)
+        self.fields["scope"].widget.choices = ANY + [(s, s) for s in scopes]
+
+
+class WebhookForm(forms.Form):
+    """An endpoint's settings; lifecycle.services.webhooks checks them again (one rule)."""
+
+    name = forms.CharField(max_length=100, widget=_text("w-name", "ops-alerts", 100))
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        widget=forms.URLInput(attrs={"id": "w-url", "placeholder": "https://hooks.example/x"}),
+    )
+    format = forms.ChoiceField(choices=WebhookFormat.choices, widget=_select("w-format"))
+    topics = forms.MultipleChoiceField(
+        choices=[(t, f"{t}: {TOPIC_WORDS[t]}") for t in TOPICS],
+        widget=forms.CheckboxSelectMultiple,
+    )
+    active = forms.BooleanField(required=False, initial=True)

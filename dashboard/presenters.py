@@ -1,10 +1,14 @@
-"""The rule page's paired evidence (semantics §17.5) as plain data: the case × arm matrix of
-samples, its flips, the noise floor the control arm measures, and the words of the verdict.
-Pure functions over rows already read (replay.selectors.rule_paired_evidence): no database."""
+"""All of the dashboard's words and colours, from data the selectors read: one vocabulary
+for counts and reasons (docs/dashboard.md), attribution decisions in words, deltas coloured
+against the margins, and the rule page's paired evidence (semantics §17.5) — the case × arm
+matrix of replays, its flips and the noise floor the control arm measures. Pure functions over
+rows already read: no database."""
 
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from lifecycle.selectors.rules import NOT_ATTEMPTED, CaseRow
 
 ARMS = ("treatment", "control")
 SORTS = ("cases", "regression")
@@ -16,6 +20,169 @@ SHORT_OUTCOMES = {
     "inconclusive": "inconclusive",
     "env_wait_timeout": "env wait",
 }
+
+
+# --- One vocabulary (docs/dashboard.md) --------------------------------------------------------
+
+VALIDATOR_WORDS = {"replay": "replay", "forward_trial": "forward trial"}
+# Semantics §10's pending reasons as the dashboard says them. "Replay inconclusive" covers both
+# designs: under §17 it means "no decision yet from the paired evidence", under §7 that the
+# backend scored nothing usable; a rule's page says which.
+PENDING_WORDS = {
+    NOT_ATTEMPTED: "not yet attempted",
+    "": "no verdict yet",
+    "trial_in_progress": "forward trial in progress: waiting for sessions",
+    "no_matching_replayable_case": "no replayable failing case matches its signature",
+    "replay_inconclusive": "replay inconclusive: its replays neither promote nor retire it yet",
+    "candidate_not_exercised": "not exercised: the replayed agent never read the candidate",
+    "env_wait_timeout": "the replay environment never signalled that execution started",
+    "round_budget_exhausted": "the round's time budget ran out before it; the trial cannot "
+    "decide yet",
+}
+ARM_WORDS = {"treatment": "treatment (candidate in force)", "control": "control (candidate hidden)"}
+
+
+def validator_words(validator: str) -> str:
+    """`forward_trial` as people write it; "—" for none yet."""
+    return VALIDATOR_WORDS.get(validator, validator.replace("_", " ")) if validator else "—"
+
+
+def waiting_words(rule) -> str:
+    """A candidate's pending reason in words; "not yet attempted" and "no verdict yet" apart
+    (semantics §10)."""
+    if rule.pending_reason:
+        return PENDING_WORDS.get(rule.pending_reason, rule.pending_reason)
+    return PENDING_WORDS[NOT_ATTEMPTED if rule.first_attempted_at is None else ""]
+
+
+def pending_rows(counts: list[tuple[str, int]]) -> list[tuple[str, str, int]]:
+    """(reason, words, count) for the overview's table of pending candidates."""
+    return [(reason, PENDING_WORDS.get(reason, reason), n) for reason, n in counts]
+
+
+def signed(value, digits: int = 2) -> str:
+    """A delta as people read it: explicit sign, typographic minus; "—" for no number."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "—"
+    return f"{value:+.{digits}f}".replace("-", "\u2212")
+
+
+def interval(low, high) -> str:
+    """[−0.16, +0.43]; an open end (null in the evidence) is "open", never ±∞."""
+    ends = ["open" if x is None else signed(x) for x in (low, high)]
+    return f"[{ends[0]}, {ends[1]}]"
+
+
+# --- Replay cases in words and colours (semantics §7.6–§7.8) ----------------------------------
+
+_DECISION_WORDS = {
+    "attributable": "attributable regression",
+    "not_attributable": "not attributable",
+    "improved": "improved",
+    "within_margin": "within margin",
+}
+
+
+def attribution_words(entry: dict) -> str:
+    """One attribution decision in words, e.g. "coherence −0.09: not attributable — not in
+    retire_on" (semantics §7.7)."""
+    decision = entry.get("decision", "")
+    words = _DECISION_WORDS.get(decision, decision.replace("_", " "))
+    why = entry.get("why") or ("not in retire_on" if decision == "not_attributable" else "")
+    if why.lower().startswith(words):
+        # The engine's reason often restates the decision ("improved past the promote margin").
+        why = why[len(words) :].strip()
+    delta = entry.get("delta")
+    metric = entry.get("metric", "?")
+    head = f"{metric} {signed(delta)}" if isinstance(delta, int | float) else metric
+    return f"{head}: {words}" + (f" — {why}" if why else "")
+
+
+def attribution_lines(entries: list[dict]) -> list[str]:
+    """Each decision that mattered in words; the metrics that stayed within the margins are
+    named together on one line, so the decisive ones stand out."""
+    lines = [attribution_words(e) for e in entries if e.get("decision") != "within_margin"]
+    quiet = [e.get("metric", "?") for e in entries if e.get("decision") == "within_margin"]
+    if quiet:
+        lines.append(f"within margin: {', '.join(quiet)}")
+    return lines
+
+
+def delta_class(delta, *, promote_margin: float, regress_margin: float) -> str:
+    """Red at or past the regression margin, green at or past the promotion margin
+    (semantics §7.7–8)."""
+    if not isinstance(delta, int | float):
+        return "delta-flat"
+    if delta <= -regress_margin:
+        return "delta-bad"
+    if delta >= promote_margin:
+        return "delta-good"
+    return "delta-flat"
+
+
+def case_view(row: CaseRow, *, promote_margin: float, regress_margin: float) -> dict:
+    """A replayed case as the per-replay table shows it: each metric as measured, with its
+    delta from the recorded original where there is one (semantics §7.6; a paired replay is
+    compared with the other arm, not with the original), and the attribution in words."""
+    margins = {"promote_margin": promote_margin, "regress_margin": regress_margin}
+    metrics = [
+        {
+            **m,
+            "delta_text": signed(m["delta"]) if isinstance(m["delta"], int | float) else "",
+            "css": delta_class(m["delta"], **margins),
+        }
+        for m in row.metrics
+    ]
+    return {
+        "row": row,
+        "metrics": metrics,
+        "has_original": any(m["original"] is not None for m in row.metrics),
+        "attribution": attribution_lines(row.attribution),
+        "kind": "protected win" if row.kind == "win" else row.kind,
+    }
+
+
+# --- The corpus gate and the extraction diff (semantics §11, §12) -------------------------------
+
+_GATE_LISTS = (
+    ("prevented", "Fired on failures (prevented)"),
+    ("broken", "Fired on successes (broken)"),
+    ("near_misses", "Fired on near misses"),
+)
+
+
+def gate_columns(gate: dict) -> list[dict]:
+    """The lexical and signature gates side by side (semantics §11), each with the trajectories
+    it fired on, so a success the lexical matcher breaks is visible next to the signature
+    result."""
+    columns = []
+    for matcher in ("lexical", "signature"):
+        report = gate.get(matcher) or {}
+        fired = report.get("fired") or {}
+        lists = [(label, fired.get(key, [])) for key, label in _GATE_LISTS]
+        columns.append({**report, "matcher": matcher, "fired_lists": lists})
+    return columns
+
+
+def extraction_rows(parts: list[dict]) -> list[tuple[dict, str]]:
+    """The extraction diff's rows with their labels (Trigger, Directive)."""
+    return [(part, part["part"].capitalize()) for part in parts]
+
+
+EXTRACTION_VERDICT_WORDS = {
+    "match": "the same rule as expected",
+    "partial": "partly the expected rule",
+    "miss": "a different rule from the one expected",
+    "uncertain": "the comparator cannot tell: a reviewer decides",
+}
+
+
+def extraction_words(extraction: dict) -> str:
+    """The comparator's verdict in words, from its fields — never its free text, where "p"
+    is a probability, not a p-value (semantics §12)."""
+    words = EXTRACTION_VERDICT_WORDS.get(extraction.get("verdict") or "", "not scored")
+    conflicts = [str(c) for c in extraction.get("conflicts") or []]
+    return words + (f" — {'; '.join(conflicts)}" if conflicts else "")
 
 
 @dataclass
@@ -63,14 +230,10 @@ def paired_figures(verdict: dict | None) -> dict | None:
     return replay.get("paired")
 
 
-def deciding_metric(verdict: dict | None, samples: list[dict]) -> str | None:
-    """The metric the matrix shows first: the verdict's deciding metric (semantics §6), else the
-    first metric any sample measured."""
-    figures = paired_figures(verdict) or {}
-    measured = sorted({m for s in samples for m in s["metrics"]})
-    named = ((figures.get("improvement") or {}).get("metric") or "").split("+")
-    named += [((figures.get("decisive") or {}).get("metric") or "")]
-    return next((m for m in named if m in measured), measured[0] if measured else None)
+def default_metric(metrics: list[str], *, preferred: list[str | None]) -> str | None:
+    """The metric the matrix shows first: the first of `preferred` the replays measured (the
+    metric the headline names, then the rule's own), else the first measured."""
+    return next((m for m in preferred if m in metrics), metrics[0] if metrics else None)
 
 
 def metrics_measured(samples: list[dict]) -> list[str]:
@@ -264,3 +427,144 @@ def randomized_trial(trial: dict) -> dict:
         "p_words": f"harm {p(trial['p_harm'])} · an improvement of the margin "
         f"{p(trial['p_improvement'])} · no improvement {p(trial['p_no_improvement'])}",
     }
+
+
+# --- The paired tests, each in words (semantics §17.4) ------------------------------------------
+
+
+def _test_row(row: dict, *, what: str, where: str, p_words: str, decisive: bool) -> dict:
+    ci = row.get("ci") or [None, None]
+    tested = ci != [None, None]
+    significant = row.get("rejected", row.get("significant"))
+    if not tested:
+        result = "not tested at this look"
+    else:
+        result = "significant" if significant else "not significant"
+    return {
+        "what": what,
+        "where": where,
+        "effect": row.get("effect"),
+        "interval": interval(*ci) if tested else "",
+        "level": row.get("ci_level") if tested else None,
+        "p": row.get("p_holm", row.get("p_value")) if tested else None,
+        "p_words": p_words,
+        "result": result,
+        "significant": bool(tested and significant),
+        "decisive": decisive,
+    }
+
+
+def paired_tests(figures: dict) -> list[dict]:
+    """Every test a paired verdict ran, each with its effect, interval, p-value (of what) and
+    result: the improvement test on the deciding metric, then each regression test. A
+    regression test at a look that spends no error rate on regressions is "not tested"."""
+    decisive = figures.get("decisive") or {}
+    rows = []
+    improvement = figures.get("improvement")
+    if improvement:
+        rows.append(
+            _test_row(
+                improvement,
+                what=f"{improvement['metric']} better under treatment",
+                where="failing cases " + ", ".join(improvement.get("cases") or []),
+                p_words="one-sided p",
+                decisive=decisive.get("case") is None
+                and decisive.get("metric") == improvement["metric"],
+            )
+        )
+    for r in figures.get("regressions") or []:
+        kind = "protected wins" if r.get("kind") == "win" else "failing cases"
+        rows.append(
+            _test_row(
+                r,
+                what=f"{r['metric']} worse under treatment",
+                where=f"{kind} {', '.join(r.get('cases') or [])}",
+                p_words="Holm-adjusted one-sided p",
+                decisive=decisive.get("case") in (r.get("cases") or [])
+                and decisive.get("metric") == r["metric"],
+            )
+        )
+    return rows
+
+
+# --- Notes, the timeline and messages --------------------------------------------------------------
+
+
+def evidence_notes(rule, *, changes: list[dict], elsewhere: list[dict]) -> list[str]:
+    """What a reader of the evidence should know that the verdict does not say."""
+    notes = []
+    if changes:
+        moved = ", ".join(
+            f"{c['rule']} {'promoted' if c['state'] == 'active' else c['state']} at "
+            f"{c['at']:%Y-%m-%d %H:%M:%S}"
+            for c in changes
+        )
+        notes.append(
+            f"The active rules of scope {rule.scope} changed while this rule's replays were "
+            f"taken ({moved}): control replays before and after measure different baselines "
+            "(semantics §21.1), so compare a case's chips round by round."
+        )
+    if elsewhere:
+        scopes = sorted({e["scope"] for e in elsewhere})
+        rules = ", ".join(f"{e['rule']} ({e['scope']})" for e in elsewhere)
+        notes.append(
+            f"No treatment replay read this rule, filed in scope {rule.scope}. On the same "
+            f"cases the replayed agent did read rules in scope {', '.join(scopes)}: {rules}. "
+            "A rule acts only where the agent looks for rules: check its scope."
+        )
+    return notes
+
+
+def timeline_groups(events: list) -> list[dict]:
+    """Consecutive events of one type in one round folded into one line (a round's forty
+    replays are one line, each event still a click away), newest first as given."""
+    groups: list[dict] = []
+    for event in events:
+        last = groups[-1] if groups else None
+        if last and (last["type"], last["round_id"]) == (event.type, event.round_id):
+            last["events"].append(event)
+            continue
+        groups.append({"type": event.type, "round_id": event.round_id, "events": [event]})
+    for group in groups:
+        group["count"] = len(group["events"])
+        group["newest"], group["oldest"] = group["events"][0], group["events"][-1]
+        group["words"] = group["type"].replace("_", " ")
+    return groups
+
+
+def requeue_words(original: str, version, *, created: bool) -> str:
+    """What a re-queue did, from the version's state after the request: with the embedded
+    default a round runs before the response, and may already have decided the version."""
+    if not created:
+        return f"{original} was already re-queued as {version.id} ({version.state})."
+    if version.state == "active":
+        return (
+            f"{original} re-queued as {version.id}; a round validated it at once and promoted "
+            f"it on its own fresh evidence: {version.verdict_reason}"
+        )
+    if version.state == "retired":
+        return (
+            f"{original} re-queued as {version.id}; a round validated it at once and retired "
+            f"it: {version.verdict_reason}"
+        )
+    if version.first_attempted_at is not None:
+        return f"{original} re-queued as candidate {version.id}: {version.pending_text}."
+    return f"{original} re-queued as candidate {version.id}; the next round validates it."
+
+
+def journal_export_words(filters: dict) -> str:
+    """Exactly what the journal's export holds: every event the filters select, in words."""
+    parts = []
+    if filters.get("type"):
+        parts.append(f"of type {filters['type']}")
+    if filters.get("rule"):
+        parts.append(f"of rule {filters['rule']}")
+    if filters.get("round_id") is not None:
+        parts.append(f"of round {filters['round_id']}")
+    if filters.get("actor"):
+        parts.append(f"by {filters['actor']}")
+    if filters.get("since_at"):
+        parts.append(f"since {filters['since_at']:%Y-%m-%d %H:%M:%S} UTC")
+    if filters.get("until_at"):
+        parts.append(f"before {filters['until_at']:%Y-%m-%d %H:%M:%S} UTC")
+    return "every event " + " ".join(parts) if parts else "all events"

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from django.db import models
 from django.utils import timezone
 
+from . import review, webhooks
 from .bulk import insert_rows
 from .models import JournalEvent
 from .states import Actor
@@ -37,6 +38,12 @@ class EventType(models.TextChoices):
     REPORT_RECEIVED = "report_received"
     CORPUS_IMPORTED = "corpus_imported"
     PACK_IMPORTED = "pack_imported"
+    PACK_STAGED = "pack_staged"
+    PACK_REJECTED = "pack_rejected"
+    RULE_DUPLICATE_DISMISSED = "rule_duplicate_dismissed"
+    EXTRACTION_LABELLED = "extraction_labelled"
+    REVIEW_DISMISSED = "review_dismissed"
+    WEBHOOK_CHANGED = "webhook_changed"
     TOKEN_CREATED = "token_created"
     TOKEN_REVOKED = "token_revoked"
 
@@ -47,6 +54,21 @@ TRANSITION_TYPES = (
     EventType.RULE_PROMOTED,
     EventType.RULE_RETIRED,
     EventType.RULE_RETIRED_BY_REVIEWER,
+)
+# The events the review queue and the notifications follow (lifecycle/review.py,
+# lifecycle/webhooks.py); any other event costs them nothing.
+REACTIVE_TYPES = frozenset(
+    {
+        "rule_added",
+        "rule_promoted",
+        "rule_retired",
+        "rule_retired_by_reviewer",
+        "rule_duplicate_suspected",
+        "validation_verdict",
+        "validation_round_finished",
+        "validation_kick_failed",
+        "pack_staged",
+    }
 )
 # The events that decided a rule: an engine verdict or a reviewer's retirement.
 DECISION_TYPES = (
@@ -104,6 +126,7 @@ def write(
         )._asdict()
     )
     row.save(force_insert=True)
+    _react([row])
     return row
 
 
@@ -111,6 +134,17 @@ def write_many(events: Sequence[Event]) -> None:
     """Append a batch of events built by `event`, in as few statements as the database allows.
     Their ids are not read back."""
     insert_rows(JournalEvent, Event._fields, events)
+    _react(events)
+
+
+def _react(events: Sequence) -> None:
+    """What follows from these events in their own transaction: the review queue's items and
+    the notifications' deliveries. Here, in the one writer, so no change can forget them."""
+    if not any(e.type in REACTIVE_TYPES for e in events):
+        return
+    now = timezone.now()
+    review.project(events, now=now)
+    webhooks.notify_events(events, now=now)
 
 
 def insert_rows_sql(
@@ -118,7 +152,10 @@ def insert_rows_sql(
 ) -> tuple[str, list]:
     """An INSERT of one event for each row of `source` (a term of the same WITH), for a change
     written as one PostgreSQL statement: the change and its event commit together, and no
-    event is written when the change wrote nothing. (sql, params)."""
+    event is written when the change wrote nothing. (sql, params). Only for event types
+    nothing reacts to: this path does not pass through `_react`."""
+    if EventType(type).value in REACTIVE_TYPES:
+        raise ValueError(f"{type} events must be written through write or write_many")
     table = JournalEvent._meta.db_table
     sql = (
         f"INSERT INTO {table} (type, at, rule_id, round_id, actor, evidence) "

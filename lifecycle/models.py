@@ -453,3 +453,168 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.role})"
+
+
+class PackStatus(models.TextChoices):
+    WAITING = "waiting"
+    IMPORTED = "imported"
+    REJECTED = "rejected"
+
+
+class StagedPack(models.Model):
+    """A rule pack sent for a reviewer to import (semantics §13): kept as sent, with what its
+    validation said when it arrived, until a reviewer imports or rejects it."""
+
+    name = models.CharField(max_length=100, blank=True)
+    version = models.CharField(max_length=40, blank=True)
+    checksum = models.CharField(max_length=80, blank=True)
+    text = models.TextField()
+    rules = models.PositiveIntegerField(default=0)
+    new_rules = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    staged_by = models.CharField(max_length=150)
+    staged_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=PackStatus.choices, default=PackStatus.WAITING)
+    decided_by = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-staged_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version} ({self.status})"
+
+
+class ReviewKind(models.TextChoices):
+    """What can need a human (docs/dashboard.md, "The review queue")."""
+
+    INCONCLUSIVE = "inconclusive", "undecided after its replay budget"
+    EXTRACTION = "extraction", "extraction the comparator is unsure of"
+    DUPLICATE = "duplicate", "suspected duplicate"
+    HARM = "harm", "retired by a harm guardrail"
+    PACK = "pack", "pack waiting for import"
+
+
+class ReviewItem(models.Model):
+    """One thing in the review queue. Opened in the transaction of the event that calls for
+    it (lifecycle/review.py, from the one journal writer), closed by a reviewer's action or by
+    the change that makes it moot; never opened twice for the same thing (`key`)."""
+
+    key = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=16, choices=ReviewKind.choices)
+    rule = models.ForeignKey(
+        Rule, null=True, blank=True, on_delete=models.CASCADE, related_name="review_items"
+    )
+    other_rule = models.ForeignKey(
+        Rule, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    pack = models.ForeignKey(
+        StagedPack, null=True, blank=True, on_delete=models.CASCADE, related_name="review_items"
+    )
+    scope = models.CharField(max_length=128, blank=True)
+    # What opened it, as it was then (the comparator's scores, the harm that retired a rule).
+    evidence = models.JSONField(default=dict, blank=True)
+    opened_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+    closed_by = models.CharField(max_length=150, blank=True)
+    resolution = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["opened_at", "id"]
+        indexes = [
+            # The queue and the navigation's counts read open items only.
+            models.Index(
+                fields=["kind", "scope", "opened_at"],
+                condition=Q(closed_at__isnull=True),
+                name="review_open",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["inconclusive", "extraction", "duplicate", "harm", "pack"]),
+                name="review_kind_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+class WebhookFormat(models.TextChoices):
+    JSON = "json", "JSON (signed)"
+    SLACK = "slack", 'Slack-compatible ({"text": …})'
+
+
+class WebhookEndpoint(models.Model):
+    """Where notifications go (docs/webhooks.md): the topics it wants, the body's format and
+    the secret its deliveries are signed with."""
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=100)
+    format = models.CharField(
+        max_length=16, choices=WebhookFormat.choices, default=WebhookFormat.JSON
+    )
+    topics = models.JSONField(default=list)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField()
+    created_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    SENDING = "sending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class WebhookDelivery(models.Model):
+    """One notification to one endpoint (the outbox): written in the transaction of the event
+    it announces, sent after commit by a Celery task, retried with back-off. Its id travels in
+    every attempt (`X-CauterWeb-Delivery`) so a receiver can drop a repeat."""
+
+    id = models.UUIDField(primary_key=True)
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    topic = models.CharField(max_length=32)
+    event_type = models.CharField(max_length=64, blank=True)
+    rule_id = models.CharField(max_length=64, blank=True)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # A sender that died mid-attempt gives the delivery back when this passes.
+    lease_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    last_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    # Each attempt: {at, code, error, ms}, oldest first.
+    log = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["endpoint", "-created_at"], name="delivery_log"),
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status__in=["pending", "sending"]),
+                name="delivery_due",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} → {self.endpoint_id} ({self.status})"

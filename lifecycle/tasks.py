@@ -46,3 +46,41 @@ def _enqueue(task, **kwargs) -> None:
         task.delay(**kwargs)
     except Exception as exc:
         logger.warning("could not enqueue %s(%s): %s", task.name, kwargs, exc)
+
+
+# A redelivered task finds its delivery claimed, delivered or not yet due: harmless.
+@shared_task(name="lifecycle.tasks.webhook_deliver_task", ignore_result=True, acks_late=True)
+def webhook_deliver_task(*, delivery_id: str) -> None:
+    """One attempt at one webhook delivery (docs/webhooks.md); a failure schedules the next."""
+    from .services.webhooks import delivery_attempt
+
+    attempt = delivery_attempt(delivery_id=delivery_id)
+    if attempt is not None and attempt.retry_in is not None:
+        _enqueue_in(attempt.retry_in, delivery_id=delivery_id)
+
+
+@shared_task(name="lifecycle.tasks.webhooks_sweep_task", ignore_result=True)
+def webhooks_sweep_task() -> None:
+    """Periodic: deliveries that are due (a retry, a broker that was down at commit, a
+    sender that died mid-attempt) are handed to `webhook_deliver_task` again."""
+    from .services.webhooks import deliveries_due
+
+    webhook_deliver_enqueue(deliveries_due())
+
+
+def webhook_deliver_enqueue(delivery_ids: list) -> None:
+    for delivery_id in delivery_ids:
+        _enqueue(webhook_deliver_task, delivery_id=str(delivery_id))
+
+
+def _enqueue_in(seconds: float, **kwargs) -> None:
+    from celery import current_app
+
+    # Inline (the embedded default) a countdown would be ignored and the retry sent at once:
+    # there the sweep (`deliver_webhooks`, or beat) sends it when it is due.
+    if current_app.conf.task_always_eager:
+        return
+    try:
+        webhook_deliver_task.apply_async(kwargs=kwargs, countdown=seconds)
+    except Exception as exc:
+        logger.warning("could not schedule a webhook retry (%s): %s", kwargs, exc)

@@ -170,3 +170,90 @@ def rule_paired_evidence(rule_id: str) -> PairedEvidence:
         round_id=event.round_id if event else None,
         lower_is_better=lower_is_better(load_registry()) if samples else frozenset(),
     )
+
+
+def active_set_changes(rule_id: str, *, scope: str) -> list[dict]:
+    """The rules of `scope` promoted or retired between the start of the first round that
+    replayed this rule and the start of the last: each moved the control arm's baseline for
+    the replays that came after it (semantics §21.1). Three queries; at most ten changes,
+    oldest first."""
+    from django.db.models import Max, Min
+
+    from lifecycle.models import Rule
+
+    span = ReplaySample.objects.filter(rule_id=rule_id).aggregate(
+        first=Min("round_id"), last=Max("round_id")
+    )
+    # The same three queries whatever the span (one round, several): a page's cost is flat.
+    starts = dict(
+        ValidationRound.objects.filter(pk__in=[span["first"], span["last"]]).values_list(
+            "pk", "started_at"
+        )
+    )
+    if span["first"] not in starts or span["last"] not in starts:
+        return []
+    changed = (
+        Rule.objects.filter(
+            scope=scope,
+            decided_at__gt=starts[span["first"]],
+            decided_at__lt=starts[span["last"]],
+        )
+        .exclude(pk=rule_id)
+        .order_by("decided_at", "id")
+        .values("id", "state", "decided_at")[:10]
+    )
+    return [{"rule": r["id"], "state": r["state"], "at": r["decided_at"]} for r in changed]
+
+
+def scopes_read_on_cases(rule_id: str) -> list[dict]:
+    """Other rules whose treatment replays of this rule's cases did read their candidate, with
+    their scopes: where the replayed agent looks for rules on those tasks (semantics §5, §7.3).
+    Two queries; at most ten rules."""
+    cases = ReplaySample.objects.filter(rule_id=rule_id).values("case_id")
+    rows = (
+        ReplaySample.objects.filter(case_id__in=cases, arm="treatment", candidate_read=True)
+        .exclude(rule_id=rule_id)
+        .order_by("rule__scope", "rule_id")
+        .values_list("rule_id", "rule__scope")
+        .distinct()[:10]
+    )
+    return [{"rule": rule, "scope": scope} for rule, scope in rows]
+
+
+CHART_VERDICT_LIMIT = 500
+
+
+def paired_case_effects(*, limit: int = CHART_VERDICT_LIMIT) -> list[dict]:
+    """Per rule, case and metric, treatment − control (oriented so that positive is better) as
+    the rule's newest paired verdict weighed it (semantics §17.5): the replays' evidence when
+    no replay has a recorded original to be compared with. One query over the newest `limit`
+    paired verdicts, reading only their per-case figures."""
+    rows = (
+        JournalEvent.objects.filter(
+            type=EventType.VALIDATION_VERDICT, evidence__details__replay__has_key="paired"
+        )
+        .order_by("-at", "-id")
+        .values_list("rule_id", "evidence__details__replay__paired__cases")[:limit]
+    )
+    lower = lower_is_better(load_registry())
+    seen, out = set(), []
+    for rule_id, cases in rows:
+        if rule_id in seen or not isinstance(cases, dict):
+            continue
+        seen.add(rule_id)
+        for case_id, body in sorted(cases.items()):
+            arms = body.get("arms") or {}
+            treatment = (arms.get("treatment") or {}).get("metrics") or {}
+            control = (arms.get("control") or {}).get("metrics") or {}
+            for metric in sorted(set(treatment) & set(control)):
+                effect = treatment[metric]["mean"] - control[metric]["mean"]
+                out.append(
+                    {
+                        "rule": rule_id,
+                        "case": case_id,
+                        "kind": body.get("kind", ""),
+                        "metric": metric,
+                        "effect": round(-effect if metric in lower else effect, 6),
+                    }
+                )
+    return out

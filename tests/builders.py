@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from lifecycle import journal
@@ -374,3 +376,85 @@ def sessions_in_arm(rule_id: str, arm: str, count: int, prefix: str = "s") -> li
             found.append(session_id)
         n += 1
     return found
+
+
+# --- the review queue and webhooks (docs/dashboard.md, docs/webhooks.md) ------------------------
+
+UNCERTAIN_EXTRACTION = {
+    **F001_EXTRACTION,
+    "score": 0.52,
+    "verdict": "uncertain",
+    "why": "cannot tell (p 0.52)",
+}
+
+
+def uncertain_rule(rule_id: str, **fields) -> Rule:
+    """A rule whose stored comparison the comparator is `uncertain` about (semantics §12), as
+    the comparator engineer's verdict will store it, with its review item opened the way
+    `rule_store_comparison` opens it."""
+    from lifecycle import review
+
+    fields.setdefault("comparison", UNCERTAIN_EXTRACTION)
+    rule = make_rule(rule_id, source_case="F-001", **fields)
+    review.open_extraction(rule, rule.comparison, now=T0)
+    return rule
+
+
+def suspected_duplicate(rule: Rule, of: Rule, *, at=T0) -> None:
+    """What `rule_check_duplicate` does when the comparator says `rule` says the same as `of`."""
+    Rule.objects.filter(pk=rule.pk).update(duplicate_of=of)
+    journal.write(
+        type=EventType.RULE_DUPLICATE_SUSPECTED,
+        actor=rule.author,
+        rule_id=rule.id,
+        at=at,
+        evidence={
+            "duplicate_of": of.id,
+            "other_state": of.state,
+            "other": {"trigger": of.trigger, "directive": of.directive},
+            "verdict": "match",
+            "semantic": 0.93,
+            "token_f1": 0.41,
+            "signature_agreement": 1.0,
+            "why": "same rule",
+        },
+    )
+
+
+class Receiver:
+    """A real HTTP server on a free local port. It answers each request with the next status
+    of `answers` (the last one from then on) and keeps what it received."""
+
+    def __init__(self, answers=(200,), headers=None):
+        self.answers = list(answers)
+        self.headers = headers or {}
+        self.received: list[dict] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                receiver.received.append(
+                    {"headers": dict(self.headers), "body": self.rfile.read(length)}
+                )
+                status = receiver.answers[min(len(receiver.received), len(receiver.answers)) - 1]
+                self.send_response(status)
+                for key, value in receiver.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(b"ok" if status < 300 else b"not now")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

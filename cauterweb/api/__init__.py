@@ -16,6 +16,7 @@ from . import (
     packs,
     replay,
     reports,
+    review,
     rounds,
     rules,
     scopes,
@@ -32,7 +33,18 @@ api = NinjaAPI(
     urls_namespace="api-v1",
     parser=bodies.StrictParser(),
 )
-for module in (trajectories, traces, reports, candidates, rules, journal, rounds, scopes, packs):
+for module in (
+    trajectories,
+    traces,
+    reports,
+    candidates,
+    rules,
+    journal,
+    rounds,
+    scopes,
+    packs,
+    review,
+):
     api.add_router("/", module.router)
 api.add_router("/replay/", replay.router)
 errors.install(api)

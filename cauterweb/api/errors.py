@@ -21,6 +21,7 @@ from cauterweb.request_id import current_request_id
 from lifecycle.cursor import InvalidCursor
 from lifecycle.selectors.rules import RuleNotFound
 from lifecycle.services.packs import InvalidSelection, PackRejected
+from lifecycle.services.review import BadAction, ItemClosed, ReviewItemNotFound
 from lifecycle.states import NotAllowed, WrongState
 from lifecycle.validation import FilterError, ImportRejected, InvalidRule
 from traces.model import TraceRejected
@@ -77,6 +78,9 @@ HANDLERS = {
     NotAllowed: lambda exc: (403, str(exc), []),
     WrongState: lambda exc: (409, str(exc), []),
     RuleNotFound: lambda exc: (404, f"no rule {exc}", []),
+    ReviewItemNotFound: lambda exc: (404, f"no review item {exc}", []),
+    ItemClosed: lambda exc: (409, str(exc), []),
+    BadAction: lambda exc: (422, str(exc), [item(["body", exc.field], exc)]),
     Http404: lambda exc: (404, "not found", []),
     ImportRejected: lambda exc: (
         422,

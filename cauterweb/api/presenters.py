@@ -3,6 +3,7 @@
 from lifecycle.models import JournalEvent, Rule
 from lifecycle.scopes import rule_as_dict
 from lifecycle.selectors.rules import extraction_report
+from lifecycle.services.review import ACTIONS
 from replay.trials import rule_trial
 
 
@@ -56,4 +57,36 @@ def rule_detail_out(rule: Rule, evidence: dict) -> dict:
         "extraction": extraction_report(rule.comparison),
         "journal": [event_out(e) for e in evidence["events"]],
         "journal_truncated": evidence["older_events"],
+    }
+
+
+def review_item_out(item) -> dict:
+    return {
+        "id": item.pk,
+        "kind": item.kind,
+        "kind_text": item.get_kind_display(),
+        "rule": item.rule_id,
+        "other_rule": item.other_rule_id,
+        "pack": item.pack_id,
+        "scope": item.scope,
+        "evidence": item.evidence,
+        "opened_at": item.opened_at,
+        "closed_at": item.closed_at,
+        "closed_by": item.closed_by,
+        "resolution": item.resolution,
+        "actions": list(ACTIONS[item.kind]) if item.is_open else [],
+    }
+
+
+def staged_pack_out(pack) -> dict:
+    return {
+        "id": pack.pk,
+        "name": pack.name,
+        "version": pack.version,
+        "checksum": pack.checksum,
+        "rules": pack.rules,
+        "new_rules": pack.new_rules,
+        "status": pack.status,
+        "staged_by": pack.staged_by,
+        "staged_at": pack.staged_at,
     }

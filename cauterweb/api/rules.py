@@ -83,7 +83,7 @@ def post_retire(request, rule_id: RuleId, body: RetireIn):
     summary="Re-queue a retired rule as a new candidate version (reviewer)",
 )
 def post_requeue(request, rule_id: RuleId):
-    return rule_out(rule_requeue(rule_id=rule_id, actor=request_actor(request)))
+    return rule_out(rule_requeue(rule_id=rule_id, actor=request_actor(request)).version)
 
 
 @router.get(

@@ -252,3 +252,62 @@ class PackPreviewOut(Schema):
     ok: bool
     rules: list[dict[str, Any]]
     errors: list[ErrorItem]
+
+
+# ---- the review queue (docs/dashboard.md) --------------------------------------------------
+
+ReviewAction = Literal[
+    "retire", "dismiss", "confirm", "deny", "merge", "acknowledge", "requeue", "import", "reject"
+]
+
+
+class ReviewActionIn(Schema):
+    action: ReviewAction = Field(description="one the item's kind offers (docs/api.md)")
+    reason: Text = Field(
+        "",
+        max_length=limits.REVIEW_REASON,
+        description="required to retire a candidate or reject a pack; journaled",
+    )
+    keep: Text = Field("", max_length=limits.RULE_ID, description="merge: the rule to keep")
+
+
+class ReviewItemOut(Schema):
+    id: int
+    kind: str
+    kind_text: str
+    rule: str | None
+    other_rule: str | None
+    pack: int | None
+    scope: str
+    evidence: dict[str, Any]
+    opened_at: datetime
+    closed_at: datetime | None
+    closed_by: str
+    resolution: str
+    actions: list[str]
+
+
+class ReviewPageOut(Schema):
+    items: list[ReviewItemOut]
+    next_cursor: str | None
+
+
+class ReviewCountsOut(Schema):
+    inconclusive: int
+    extraction: int
+    duplicate: int
+    harm: int
+    pack: int
+    total: int
+
+
+class StagedPackOut(Schema):
+    id: int
+    name: str
+    version: str
+    checksum: str
+    rules: int
+    new_rules: int
+    status: str
+    staged_by: str
+    staged_at: datetime

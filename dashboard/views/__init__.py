@@ -28,6 +28,19 @@ def reviewer_required(view):
     return login_required(wrapped)
 
 
+def staff_required(view):
+    """Login first, then 403 for anyone who is not staff: webhooks send the engine's news
+    outside, so only an administrator configures them."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_staff:
+            raise PermissionDenied("Only administrators (staff) may configure webhooks.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapped)
+
+
 def fragment(request, template_name: str, partial: str) -> str:
     """The page's template, or only its `partial` for an htmx swap. A history-restore request
     (back button after the cache expired) needs the whole page, not the fragment."""

@@ -6,6 +6,7 @@ from django.http import HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dashboard import presenters
 from dashboard.forms import JournalFilterForm
 from lifecycle.selectors import journal as selectors_journal
 from lifecycle.validation import FilterError
@@ -21,10 +22,11 @@ EXPORT_FORMATS = {
 @login_required
 def journal(request):
     form = JournalFilterForm(request.GET)
-    error = None
+    error, filters = None, {}
     try:
+        filters = form.filters()
         page = selectors_journal.journal_page(
-            selectors_journal.journal_events(filters=form.filters()),
+            selectors_journal.journal_events(filters=filters),
             before=request.GET.get("before", ""),
             after=request.GET.get("after", ""),
         )
@@ -37,6 +39,7 @@ def journal(request):
         "filter_error": error,
         "known_types": selectors_journal.KNOWN_TYPES,
         "export_query": _filter_query(request),
+        "export_words": presenters.journal_export_words(filters),
     }
     template_name = fragment(request, "dashboard/journal/journal.html", "journal-table")
     return vary_on_htmx(render(request, template_name, context))

@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils import timezone
 
-from dashboard import figures
+from dashboard import figures, presenters
 from lifecycle.selectors import rules as selectors
 from replay import selectors as round_selectors
 
@@ -22,7 +22,7 @@ def overview(request):
     context = {
         "counts": counts,
         "total": sum(counts.values()),
-        "pending": selectors.pending_counts(),
+        "pending": presenters.pending_rows(selectors.pending_counts()),
         "transitions": selectors.latest_transitions(limit=10),
         "rounds": round_selectors.last_rounds(limit=5),
         "funnel": _funnel(timezone.now()),
@@ -40,7 +40,11 @@ def charts(request):
         "regress_margin": settings.CAUTERWEB_RULE_REGRESS_MARGIN,
     }
     context = {
-        "deltas": figures.delta_distributions(round_selectors.replay_case_evidence(), **margins),
+        "deltas": figures.delta_distributions(
+            round_selectors.replay_case_evidence(),
+            paired=round_selectors.paired_case_effects(),
+            **margins,
+        ),
         "extraction": figures.extraction_scatter(extraction_rows()),
         "verdicts": figures.verdicts_per_round(round_selectors.verdict_counts()),
         "funnel": _funnel(timezone.now()),

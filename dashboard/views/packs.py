@@ -125,3 +125,18 @@ def pack_import_confirm(request):
         f"{result['unchanged']} already here unchanged.",
     )
     return redirect("packs")
+
+
+@require_POST
+@reviewer_required
+def pack_stage(request):
+    """Send the previewed pack to the review queue instead of importing it now: it waits there
+    for a reviewer (another one, or later)."""
+    text = request.POST.get("pack_text", "")
+    try:
+        staged = packs.pack_stage(text, actor=Actor.reviewer(request.user.get_username()))
+    except packs.PackRejected as exc:
+        messages.error(request, f"Not sent for review: {len(exc.errors)} error(s).")
+        return _preview_page(request, packs.preview_pack(text), text)
+    messages.success(request, f"{staged.name} @ {staged.version} waits in the review queue.")
+    return redirect("staged-pack", pack_id=staged.pk)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Trunc
 from django.utils import timezone
@@ -26,6 +27,7 @@ from ..models import (
 )
 from ..scopes import rule_as_dict
 from ..validation import FilterError, InvalidRule, check_metric
+from .journal import JournalPage, journal_page
 
 # The rule-list filter vocabulary. Every key is optional; an empty value means "any".
 #   state            candidate | active | retired
@@ -53,20 +55,6 @@ RULE_SORTS = {
     "state": ("state", "id"),
     "scope": ("scope", "id"),
     "attempts": ("replay_attempts", "id"),
-}
-RULE_SORT_LABELS = {
-    "-recorded": "newest recorded",
-    "recorded": "oldest recorded",
-    "-decided": "latest decided",
-    "decided": "earliest decided",
-    "id": "id A→Z",
-    "-id": "id Z→A",
-    "state": "state A→Z",
-    "-state": "state Z→A",
-    "scope": "scope A→Z",
-    "-scope": "scope Z→A",
-    "-attempts": "most replay attempts",
-    "attempts": "fewest replay attempts",
 }
 DEFAULT_RULE_SORT = "-recorded"
 NOT_ATTEMPTED = "not_attempted"
@@ -104,6 +92,7 @@ RULE_TABLE_FIELDS = (
     "scope",
     "metric",
     "trigger",
+    "directive",
     "pending_reason",
     "first_attempted_at",
     "verdict_reason",
@@ -168,6 +157,20 @@ def rule_list(*, filters: dict) -> QuerySet[Rule]:
     return rules.order_by(*_order_by(f["sort"] or DEFAULT_RULE_SORT))
 
 
+def replay_counts(rule_ids: list[str]) -> dict[str, int]:
+    """How many replays the engine ran for each of these rules, whatever the design (their
+    `validation_replay_case` events, semantics §10): one query for a page of rules, on the
+    journal's (rule, at) index. A count in the page's own query would be computed for every
+    row an OFFSET skips, too (2 s at page 40 of 10,000 rules)."""
+    rows = (
+        JournalEvent.objects.filter(rule_id__in=rule_ids, type=EventType.VALIDATION_REPLAY_CASE)
+        .values_list("rule_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return dict(rows)
+
+
 class RuleNotFound(Exception):
     """No rule has this id (the API answers 404)."""
 
@@ -197,14 +200,13 @@ def rules_page(
 
 
 def rule_filter_choices() -> dict:
-    """What the filter form offers: the scopes and metrics in use, and the closed sets."""
+    """What the filter form offers: the scopes and metrics in use, and the closed sets (the
+    dashboard words them)."""
     return {
         "states": RuleState.values,
         "scopes": list(Rule.objects.order_by("scope").values_list("scope", flat=True).distinct()),
         "metrics": list(load_registry()),
         "validators": VALIDATORS,
-        "pending_reasons": [(NOT_ATTEMPTED, "not yet attempted"), *PendingReason.choices],
-        "sorts": list(RULE_SORT_LABELS.items()),
     }
 
 
@@ -218,8 +220,10 @@ def state_counts() -> dict[str, int]:
     return {state: counts.get(state, 0) for state in RuleState.values}
 
 
-def pending_counts() -> list[tuple[str, str, int]]:
-    """(reason, words, count) for every candidate, "not yet attempted" included."""
+def pending_counts() -> list[tuple[str, int]]:
+    """(reason, count) for every candidate, most first: a semantics §10 pending reason,
+    NOT_ATTEMPTED for a candidate never attempted, or "" for one attempted with no reason
+    ("no verdict yet")."""
     rows = (
         Rule.objects.filter(state=RuleState.CANDIDATE)
         .annotate(attempted=Q(first_attempted_at__isnull=False))
@@ -230,12 +234,7 @@ def pending_counts() -> list[tuple[str, str, int]]:
     counts: Counter = Counter()
     for reason, attempted, n in rows:
         counts[reason or ("" if attempted else NOT_ATTEMPTED)] += n
-    labels = {
-        NOT_ATTEMPTED: "not yet attempted",
-        "": "no verdict yet",
-        **dict(PendingReason.choices),
-    }
-    return [(reason, labels[reason], n) for reason, n in counts.most_common()]
+    return counts.most_common()
 
 
 def latest_transitions(*, limit: int = 10) -> list[JournalEvent]:
@@ -305,74 +304,29 @@ def funnel_counts(*, now: datetime) -> dict | None:
 
 
 # --- Rule detail -------------------------------------------------------------------------------
-
-_DECISION_WORDS = {
-    "attributable": "attributable regression",
-    "not_attributable": "not attributable",
-    "improved": "improved",
-    "within_margin": "within margin",
-}
-
-
-def signed(value: float) -> str:
-    """A delta as people read it: explicit sign, typographic minus."""
-    return f"{value:+.2f}".replace("-", "\u2212")
-
-
-def attribution_words(entry: dict) -> str:
-    """One attribution decision in words, e.g. "coherence −0.09: not attributable — not in
-    retire_on" (semantics §7.7)."""
-    decision = entry.get("decision", "")
-    words = _DECISION_WORDS.get(decision, decision.replace("_", " "))
-    why = entry.get("why") or ("not in retire_on" if decision == "not_attributable" else "")
-    if why.lower().startswith(words):
-        # The engine's reason often restates the decision ("improved past the promote margin").
-        why = why[len(words) :].strip()
-    delta = entry.get("delta")
-    head = (
-        f"{entry.get('metric', '?')} {signed(delta)}"
-        if isinstance(delta, int | float)
-        else entry.get("metric", "?")
-    )
-    return f"{head}: {words}" + (f" — {why}" if why else "")
-
-
-def attribution_lines(entries: list[dict]) -> list[str]:
-    """Each decision that mattered in words; the metrics that stayed within the margins are
-    named together on one line, so the decisive ones stand out."""
-    lines = [attribution_words(e) for e in entries if e.get("decision") != "within_margin"]
-    quiet = [e.get("metric", "?") for e in entries if e.get("decision") == "within_margin"]
-    if quiet:
-        lines.append(f"within margin: {', '.join(quiet)}")
-    return lines
-
-
-def delta_class(delta, *, promote_margin: float, regress_margin: float) -> str:
-    """Red at or past the regression margin, green at or past the promotion margin (semantics §7.7–8)."""
-    if not isinstance(delta, int | float):
-        return "delta-flat"
-    if delta <= -regress_margin:
-        return "delta-bad"
-    if delta >= promote_margin:
-        return "delta-good"
-    return "delta-flat"
+# Data only: the dashboard words and colours it (dashboard/presenters.py), the API shapes it.
 
 
 @dataclass
 class CaseRow:
-    """One row of a round's per-case delta table."""
+    """One replayed case as the journal recorded it (semantics §10 `validation_replay_case`):
+    its metrics as measured and its attribution decisions as decided."""
 
     case: str
     kind: str
     outcome: str
     candidate_read: bool | None
     replay_session: str
+    # {name, original, replayed, delta, deciding}, by name; a paired replay (semantics §17.5)
+    # keeps its metrics as measured, with no original and no delta.
     metrics: list[dict]
     deciding_metric: str | None
-    attribution: list[str]
+    attribution: list[dict]
     regressed: bool
     improved: bool
     error: str | None
+    arm: str = ""
+    repeat: int | None = None
 
 
 @dataclass
@@ -384,23 +338,17 @@ class ReplayRound:
     retire_on: list[str] = field(default_factory=list)
 
 
-def case_row(evidence: dict, *, promote_margin: float, regress_margin: float) -> CaseRow:
+def case_row(evidence: dict) -> CaseRow:
     metrics = []
     for name, values in sorted((evidence.get("metrics") or {}).items()):
         if not isinstance(values, dict):
-            # A paired replay (semantics §17.5) keeps its metrics as measured, with no original.
             values = {"replayed": values}
-        delta = values.get("delta")
         metrics.append(
             {
                 "name": name,
                 "original": values.get("original"),
                 "replayed": values.get("replayed"),
-                "delta": delta,
-                "delta_text": signed(delta) if isinstance(delta, int | float) else "",
-                "css": delta_class(
-                    delta, promote_margin=promote_margin, regress_margin=regress_margin
-                ),
+                "delta": values.get("delta"),
                 "deciding": name == evidence.get("deciding_metric"),
             }
         )
@@ -412,27 +360,23 @@ def case_row(evidence: dict, *, promote_margin: float, regress_margin: float) ->
         replay_session=evidence.get("replay_session") or "",
         metrics=metrics,
         deciding_metric=evidence.get("deciding_metric"),
-        attribution=attribution_lines(evidence.get("attribution") or []),
+        attribution=list(evidence.get("attribution") or []),
         regressed=bool(evidence.get("regressed")),
         improved=bool(evidence.get("improved")),
         error=evidence.get("error"),
+        arm=evidence.get("arm") or "",
+        repeat=evidence.get("repeat"),
     )
 
 
-def replay_rounds(
-    events: list[JournalEvent], *, promote_margin: float, regress_margin: float
-) -> list[ReplayRound]:
-    """Group a rule's `validation_replay_case` events by round, oldest first, each with the
-    round's `validation_verdict` for the rule."""
+def replay_rounds(events: list[JournalEvent]) -> list[ReplayRound]:
+    """Group a rule's `validation_replay_case` events by round, in the order given, each with
+    the round's `validation_verdict` for the rule."""
     rounds: dict[int | None, ReplayRound] = {}
     for event in events:
         if event.type == EventType.VALIDATION_REPLAY_CASE:
             entry = rounds.setdefault(event.round_id, ReplayRound(event.round_id, event.at))
-            entry.cases.append(
-                case_row(
-                    event.evidence, promote_margin=promote_margin, regress_margin=regress_margin
-                )
-            )
+            entry.cases.append(case_row(event.evidence))
             entry.retire_on = event.evidence.get("retire_on") or entry.retire_on
     for event in events:
         if event.type == EventType.VALIDATION_VERDICT and event.round_id in rounds:
@@ -517,48 +461,26 @@ def extraction_report(stored: dict | None) -> dict | None:
     }
 
 
-def extraction_parts(extraction: dict | None) -> list[tuple[dict, str]]:
-    """Trigger and directive rows of the extraction diff (semantics §12): expected, extracted, the
-    word diff and that part's scores."""
+def extraction_parts(extraction: dict | None) -> list[dict]:
+    """Trigger and directive rows of the extraction diff (semantics §12): the part, expected,
+    extracted, the word diff and that part's scores."""
     if not extraction:
         return []
     return [
-        (
-            {
-                "expected": (extraction.get("expected") or {}).get(part, ""),
-                "extracted": (extraction.get("extracted") or {}).get(part, ""),
-                **(extraction.get(part) or {}),
-            },
-            part.capitalize(),
-        )
+        {
+            "part": part,
+            "expected": (extraction.get("expected") or {}).get(part, ""),
+            "extracted": (extraction.get("extracted") or {}).get(part, ""),
+            **(extraction.get(part) or {}),
+        }
         for part in ("trigger", "directive")
     ]
-
-
-def gate_columns(gate: dict) -> list[dict]:
-    """The lexical and signature gates side by side (semantics §11), each with the trajectories it
-    fired on, so a success the lexical matcher breaks is visible next to the signature result."""
-    columns = []
-    for matcher in ("lexical", "signature"):
-        report = gate.get(matcher) or {}
-        fired = report.get("fired") or {}
-        columns.append(
-            {
-                **report,
-                "matcher": matcher,
-                "fired_lists": [
-                    ("Fired on failures (prevented)", fired.get("prevented", [])),
-                    ("Fired on successes (broken)", fired.get("broken", [])),
-                    ("Fired on near misses", fired.get("near_misses", [])),
-                ],
-            }
-        )
-    return columns
 
 
 # A rule page shows the newest slice of a rule's history, so its cost stays flat however long
 # the rule has been pending; the journal page holds the rest.
 TIMELINE_LIMIT = 50
+REPLAYS_PER_PAGE = 20
 
 
 def rule_events(rule: Rule, *, limit: int = TIMELINE_LIMIT) -> tuple[list[JournalEvent], bool]:
@@ -568,26 +490,28 @@ def rule_events(rule: Rule, *, limit: int = TIMELINE_LIMIT) -> tuple[list[Journa
     return newest[:limit][::-1], len(newest) > limit
 
 
-def replay_case_limit() -> int:
-    """The most cases the engine replays for one rule in its life (semantics §7.1, §7.2, §7.10):
-    the rule page shows them all in normal operation, and no more than that otherwise."""
-    per_round = settings.CAUTERWEB_MAX_FAILING_CASES + settings.CAUTERWEB_MAX_PROTECTED_WINS
-    return per_round * settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS
-
-
-def rule_replay_events(rule: Rule) -> list[JournalEvent]:
-    """The rule's newest replay cases (at most `replay_case_limit()`) and the verdicts of the
-    rounds they belong to."""
-    cases = list(
-        JournalEvent.objects.filter(rule=rule, type=EventType.VALIDATION_REPLAY_CASE).order_by(
-            "-at", "-id"
-        )[: replay_case_limit()]
+def rule_replay_page(rule: Rule, *, page: str | int | None) -> tuple[Page, list[ReplayRound]]:
+    """One page of the rule's replays, newest first, grouped by round, each round with its
+    verdict for the rule (semantics §10): three queries whatever the number of replays."""
+    cases = JournalEvent.objects.filter(rule=rule, type=EventType.VALIDATION_REPLAY_CASE)
+    paged = Paginator(cases.order_by("-at", "-id"), REPLAYS_PER_PAGE).get_page(page)
+    events = list(paged.object_list)
+    rounds = {e.round_id for e in events if e.round_id is not None}
+    verdicts = (
+        JournalEvent.objects.filter(
+            rule=rule, type=EventType.VALIDATION_VERDICT, round_id__in=rounds
+        ).order_by("at", "id")
+        if rounds
+        else []
     )
-    rounds = {e.round_id for e in cases if e.round_id is not None}
-    verdicts = JournalEvent.objects.filter(
-        rule=rule, type=EventType.VALIDATION_VERDICT, round_id__in=rounds
-    ).order_by("at", "id")
-    return [*cases[::-1], *(verdicts if rounds else [])]
+    return paged, replay_rounds([*events, *verdicts])
+
+
+def rule_timeline_page(rule: Rule, *, before: str = "", after: str = "") -> JournalPage:
+    """One page of the rule's journal, newest first, paged by keyset like the journal page
+    (semantics §10). Raises FilterError for a position that is not one."""
+    events = JournalEvent.objects.filter(rule=rule)
+    return journal_page(events, before=before, after=after, size=TIMELINE_LIMIT)
 
 
 def rule_decision_event(rule: Rule) -> JournalEvent | None:
@@ -602,8 +526,28 @@ def rule_decision_event(rule: Rule) -> JournalEvent | None:
     )
 
 
+def rule_latest_verdict(rule: Rule) -> JournalEvent | None:
+    """The newest `validation_verdict` of the rule (semantics §10): what the engine last said
+    of a candidate, pending or not."""
+    return (
+        JournalEvent.objects.filter(rule=rule, type=EventType.VALIDATION_VERDICT)
+        .order_by("-at", "-id")
+        .only("evidence", "round_id", "at")
+        .first()
+    )
+
+
+def rule_replay_counts(rule: Rule) -> dict[str, int]:
+    """Replays run for the rule, and how many of them scored (semantics §7.5): one query."""
+    return JournalEvent.objects.filter(rule=rule, type=EventType.VALIDATION_REPLAY_CASE).aggregate(
+        replays=Count("id"),
+        scored=Count("id", filter=Q(evidence__outcome="scored")),
+    )
+
+
 def rule_detail(rule: Rule) -> dict:
-    """Everything the rule page shows. The corpus gate (semantics §11) and the extraction diff
+    """What the rule page shows above its folds (the replays and the timeline are read by
+    their own fragments). The corpus gate (semantics §11) and the extraction diff
     (semantics §12) come from their own modules and are kept apart from replay evidence."""
     # Imported here, not at start-up: the extraction module also holds the comparator's
     # scoring, and the rule-list API that shares this module needs neither. The page reads the
@@ -611,9 +555,6 @@ def rule_detail(rule: Rule) -> dict:
     from .extraction import extraction_for_rule
     from .gate import gate_both
 
-    events, older_events = rule_events(rule)
-    promote_margin = settings.CAUTERWEB_RULE_PROMOTE_MARGIN
-    regress_margin = settings.CAUTERWEB_RULE_REGRESS_MARGIN
     decided_by = rule_decision_event(rule)
     extraction = extraction_report(extraction_for_rule(rule))
     related = Rule.objects.filter(
@@ -621,24 +562,22 @@ def rule_detail(rule: Rule) -> dict:
     )
     return {
         "rule": rule,
-        "events": events,
-        "older_events": older_events,
         "decided_by": decided_by,
-        "replay_rounds": replay_rounds(
-            rule_replay_events(rule), promote_margin=promote_margin, regress_margin=regress_margin
-        ),
+        "latest_verdict": rule_latest_verdict(rule) if rule.is_candidate else None,
+        "counts": rule_replay_counts(rule),
         "trial": trial_panel(rule, decided_by),
         "source_case": Trajectory.objects.filter(pk=rule.source_case)
         .only("id", "kind", "task")
         .first()
         if rule.source_case
         else None,
-        "versions": list(related.only("id", "state", "replaces_id")),
-        "gate_columns": gate_columns(gate_both(rule)),
+        "versions": list(related.only("id", "state", "replaces_id", "duplicate_of_id")),
+        "gate": gate_both(rule),
         "extraction": extraction,
         "extraction_parts": extraction_parts(extraction),
-        "promote_margin": promote_margin,
-        "regress_margin": regress_margin,
+        "promote_margin": settings.CAUTERWEB_RULE_PROMOTE_MARGIN,
+        "regress_margin": settings.CAUTERWEB_RULE_REGRESS_MARGIN,
+        "max_replay_attempts": settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS,
     }
 
 

@@ -4,8 +4,12 @@ and the charts read it instead of running the comparator over the corpus."""
 
 import logging
 
+from django.db import transaction
+from django.utils import timezone
+
 from comparison.semantic import ComparatorUnavailable
 
+from .. import review
 from ..models import Rule
 from ..selectors.extraction import score_rule
 
@@ -24,5 +28,9 @@ def rule_store_comparison(*, rule_id: str) -> dict | None:
     except ComparatorUnavailable as exc:
         log.warning("extraction scores of %s skipped: %s", rule_id, exc)
         return None
-    Rule.objects.filter(pk=rule_id).update(comparison=scores)
+    with transaction.atomic():
+        Rule.objects.filter(pk=rule_id).update(comparison=scores)
+        if scores:
+            # A verdict the comparator cannot call waits for a reviewer (lifecycle/review.py).
+            review.open_extraction(rule, scores, now=timezone.now())
     return scores

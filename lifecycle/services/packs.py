@@ -31,7 +31,7 @@ from lifecycle.validation import (
 )
 
 from ..metrics import load_registry
-from ..models import JournalEvent, Rule, RuleState
+from ..models import JournalEvent, PackStatus, Rule, RuleState, StagedPack
 from ..states import Actor, ActorKind, NotAllowed
 
 PACK_VERSION = 1
@@ -40,6 +40,10 @@ AGENT_FILE_FORMATS = ("agents_md", "claude_md", "cursor_mdc")
 # A pack of thousands of rules is well under this; anything bigger is refused before parsing.
 MAX_PACK_CHARS = 10_000_000
 DECISION_EVENTS = DECISION_TYPES
+CHECKSUM_MISMATCH = (
+    "does not match the content: the pack was changed after it was sealed; if you edited it "
+    "on purpose, re-seal it with `cauterweb seal_pack FILE` (docs/api.md)"
+)
 
 
 class InvalidSelection(ValueError):
@@ -193,10 +197,39 @@ def _pack_rule(rule: Rule, decision: JournalEvent | None) -> dict:
 
 
 def _selected_rules(scopes: list[str] | None, states: list[str]) -> list[Rule]:
+    """The rules an export ships: those selected, less any flagged as a suspected duplicate of
+    another one shipped beside it (the older of the pair ships; the review queue decides
+    which stays, semantics §13, docs/api.md)."""
+    return _withhold_duplicates(_candidates_for_export(scopes, states))[0]
+
+
+def _candidates_for_export(scopes: list[str] | None, states: list[str]) -> list[Rule]:
     rules = Rule.objects.filter(state__in=states)
     if scopes:
         rules = rules.filter(scope__in=scopes)
     return list(rules.order_by("scope", "recorded_at", "id"))
+
+
+def _withhold_duplicates(rules: list[Rule]) -> tuple[list[Rule], list[tuple[str, str]]]:
+    """(rules shipped, [(withheld, the rule it duplicates)]). In the export's order, oldest
+    first within a scope: of two rules flagged as each other's duplicate, one still ships."""
+    selected = {r.id for r in rules}
+    shipped, withheld, held = [], [], set()
+    for rule in rules:
+        other = rule.duplicate_of_id
+        if other and other in selected and other not in held:
+            withheld.append((rule.id, other))
+            held.add(rule.id)
+        else:
+            shipped.append(rule)
+    return shipped, withheld
+
+
+def withheld_duplicates(
+    *, scopes: list[str] | None = None, states: list[str] | tuple[str, ...] = ("active",)
+) -> list[tuple[str, str]]:
+    """[(rule, the rule it duplicates)] that an export of this selection leaves out."""
+    return _withhold_duplicates(_candidates_for_export(scopes, list(states)))[1]
 
 
 def export_pack(
@@ -287,7 +320,7 @@ def export_agent_files(*, scope: str, fmt: str = "agents_md", now: datetime | No
     the rule tool, where their reads are recorded (semantics §5)."""
     _check_selection([scope], ["active"], fmt, AGENT_FILE_FORMATS)
     now = now or timezone.now()
-    rules = _selected_rules([scope], ["active"])
+    rules, withheld = _withhold_duplicates(_candidates_for_export([scope], ["active"]))
     decisions = _decisions([r.id for r in rules])
     title = {"agents_md": "AGENTS.md", "claude_md": "CLAUDE.md", "cursor_mdc": "Cursor rule"}[fmt]
     intro = (
@@ -299,6 +332,11 @@ def export_agent_files(*, scope: str, fmt: str = "agents_md", now: datetime | No
     body += [_agent_rule_block(r, decisions.get(r.id)) + "\n" for r in rules] or [
         "(no active rules in this scope)\n"
     ]
+    if withheld:
+        left_out = ", ".join(
+            f"{_one_line(r)} (a suspected duplicate of {_one_line(o)})" for r, o in withheld
+        )
+        body.append(f"Left out until a reviewer decides which stays: {left_out}.\n")
     text = "\n".join(body)
     if fmt != "cursor_mdc":
         return text
@@ -549,9 +587,7 @@ def preview_pack(text: str) -> PackPreview:
         )
         return preview
     if preview.checksum and preview.checksum != pack_checksum(document):
-        preview.errors.append(
-            PackError(("checksum",), "does not match the content: the pack was altered")
-        )
+        preview.errors.append(PackError(("checksum",), CHECKSUM_MISMATCH))
     try:
         pack = PackSchema.model_validate(document)
     except SchemaError as exc:
@@ -617,3 +653,89 @@ def import_pack(text: str, *, actor: Actor, now: datetime | None = None) -> dict
                 },
             )
     return {"created": len(created), "unchanged": len(unchanged), "updated": 0, "rules": created}
+
+
+# ---- waiting for a reviewer ---------------------------------------------------------------
+
+
+def pack_stage(text: str, *, actor: Actor, now: datetime | None = None) -> StagedPack:
+    """Keep a pack for a reviewer to import: it waits in the review queue (docs/dashboard.md).
+    An agent may send one; only a reviewer imports. The pack is validated in full first
+    (PackRejected: nothing kept), and the same pack already waiting is returned as it is."""
+    if actor.kind not in (ActorKind.AGENT, ActorKind.REVIEWER):
+        raise NotAllowed(f"{actor.kind} {actor.name!r} may not send packs")
+    preview = preview_pack(text)
+    if preview.errors:
+        raise PackRejected(preview.errors)
+    now = now or timezone.now()
+    with transaction.atomic():
+        waiting = StagedPack.objects.filter(
+            checksum=preview.checksum, status=PackStatus.WAITING
+        ).first()
+        if waiting is not None:
+            return waiting
+        new = sum(1 for p in preview.rules if p.action == "create")
+        staged = StagedPack.objects.create(
+            name=preview.name,
+            version=preview.version,
+            checksum=preview.checksum,
+            text=text,
+            rules=len(preview.rules),
+            new_rules=new,
+            staged_by=actor.name[:150],
+            staged_at=now,
+        )
+        journal.write(
+            type=EventType.PACK_STAGED,
+            actor=actor,
+            at=now,
+            evidence={
+                "staged_pack": staged.pk,
+                "pack": staged.name,
+                "version": staged.version,
+                "checksum": staged.checksum,
+                "rules": staged.rules,
+                "new": new,
+            },
+        )
+    return staged
+
+
+# ---- sealing an edited pack ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sealed:
+    text: str
+    previous: str | None
+    checksum: str
+
+
+def seal_pack(text: str) -> Sealed:
+    """An edited pack with its checksum made right again, in its own format (JSON stays JSON,
+    YAML stays YAML, the keys in their order). Everything else is validated as an import
+    would (PackRejected naming every error): sealing never makes a bad pack importable."""
+    if not isinstance(text, str) or not text.strip():
+        raise PackRejected([PackError((), "the pack is empty")])
+    document, errors = _parse(text)
+    errors = errors or (
+        [] if isinstance(document, dict) else [PackError((), "a pack is a mapping")]
+    )
+    errors = errors or _non_plain(document)
+    if errors:
+        raise PackRejected(errors)
+    previous = document.get("checksum") if isinstance(document.get("checksum"), str) else None
+    document["checksum"] = ""
+    document["checksum"] = pack_checksum(document)
+    try:
+        pack = PackSchema.model_validate(document)
+    except SchemaError as exc:
+        raise PackRejected(_schema_errors(exc)) from None
+    rule_errors = _plan_rules(pack)[1]
+    if rule_errors:
+        raise PackRejected(rule_errors)
+    if text.lstrip().startswith(("{", "[")):
+        sealed = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    else:
+        sealed = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    return Sealed(sealed, previous, document["checksum"])

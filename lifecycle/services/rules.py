@@ -6,9 +6,11 @@ Promotion and retirement have one path, `rules_decide`, set-based because a roun
 thousand forward trials at once; `rule_promote`, `rule_retire` and `rule_retire_by_reviewer`
 are that path for one rule, so tests build active rules exactly as the engine does."""
 
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -24,6 +26,7 @@ from ..selectors.rules import RuleNotFound
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
 from ..tasks import rule_compare_enqueue
 from ..validation import (
+    MAX_RULE_ID,
     InvalidRule,
     candidate_fields,
     check_metric,
@@ -129,7 +132,7 @@ def _stored_version(*, rule_id: str | None, digest: str, replaces: Rule | None) 
 def _insert_candidate(*, actor, rule_id, fields, digest, replaces, provenance, now) -> Rule:
     rate, sessions, hits = baseline_for(metric=fields["metric"])
     rule = Rule(
-        id=rule_id or f"R-{secrets.token_hex(4).upper()}",
+        id=rule_id or _generated_id(),
         state=RuleState.CANDIDATE,
         author=actor.name,
         author_kind=_AUTHOR_KIND[actor.kind],
@@ -149,6 +152,10 @@ def _insert_candidate(*, actor, rule_id, fields, digest, replaces, provenance, n
         # Someone recorded the same id a moment ago: the caller sees theirs, not a 500.
         raise InvalidRule(f"rule {rule.id} already exists", field="id") from None
     return rule
+
+
+def _generated_id() -> str:
+    return f"R-{secrets.token_hex(4).upper()}"
 
 
 def _journal_added(rule: Rule, *, actor: Actor, now: datetime) -> None:
@@ -325,16 +332,44 @@ def rule_retire_by_reviewer(
         return bool(rules_decide(decisions=[decision], actor=actor, now=now))
 
 
-def rule_requeue(*, rule_id: str, actor: Actor, now: datetime | None = None) -> Rule:
-    """Re-queue a retired rule as a new candidate version that links to it (semantics §3).
-    Re-queuing the same rule twice returns the version already queued."""
+class Requeued(NamedTuple):
+    version: Rule
+    created: bool
+
+
+_VERSION = re.compile(r"-v(\d+)$")
+
+
+def _version_id(rule: Rule) -> str:
+    """The id of a rule's next version: C-001 → C-001-v2 → C-001-v3, so that a version reads
+    as one; a generated id when that would be longer than an id may be."""
+    base = _VERSION.sub("", rule.id)
+    taken = Rule.objects.filter(pk__startswith=f"{base}-v").values_list("pk", flat=True)
+    numbers = [int(m[1]) for pk in taken if (m := _VERSION.fullmatch(pk[len(base) :]))]
+    version = f"{base}-v{max([1, *numbers]) + 1}"
+    return version if len(version) <= MAX_RULE_ID else _generated_id()
+
+
+def rule_requeue(*, rule_id: str, actor: Actor, now: datetime | None = None) -> Requeued:
+    """Re-queue a retired rule as a new candidate version that links to it (semantics §3),
+    under the next version id. While a version of it is live (a candidate, or active) that
+    version is returned and nothing is recorded; once every version is retired, re-queuing
+    records another. The version is returned as it stands after the commit: on the embedded
+    default the round its recording kicks has run by then, and may have decided it."""
     check_allowed(Action.REQUEUE, actor)
     with transaction.atomic():
         rule = Rule.objects.select_for_update().filter(pk=rule_id).first()
         if rule is None:
             raise RuleNotFound(rule_id)
         next_state(Action.REQUEUE, rule.state)
-        version, _ = rule_record_candidate(
+        live = (
+            Rule.objects.filter(replaces=rule, state__in=[RuleState.CANDIDATE, RuleState.ACTIVE])
+            .order_by("recorded_at", "id")
+            .first()
+        )
+        if live is not None:
+            return Requeued(live, False)
+        version, created = rule_record_candidate(
             actor=actor,
             trigger=rule.trigger,
             directive=rule.directive,
@@ -344,8 +379,10 @@ def rule_requeue(*, rule_id: str, actor: Actor, now: datetime | None = None) -> 
             tags=rule.tags,
             source_case=rule.source_case,
             source_notice=rule.source_notice,
+            rule_id=_version_id(rule),
             replaces=rule,
             provenance={**rule.provenance, "requeued_from": rule.id},
             now=now,
         )
-    return version
+    version.refresh_from_db()
+    return Requeued(version, created)

@@ -134,7 +134,13 @@ class RandomizedTrial:
             "p_no_improvement": _round(a.p_no_improvement),
             "sessions": self.enrolled,
             "unreported": self.unreported,
+            "decision": DECISIONS[self.decision],
         }
+
+    @cached_property
+    def decision(self) -> int:
+        t, c = self.treatment, self.control
+        return int(classify(t.sessions, t.breached, c.sessions, c.breached, design=self.design))
 
 
 def _round(x: float | None) -> float | None:
@@ -245,6 +251,9 @@ def analyse(treatment: Arm, control: Arm, design: Design) -> Analysis:
 # --- the decision ----------------------------------------------------------------------------
 
 PENDING, HARM, PROMOTE, NO_IMPROVEMENT, CAPPED = range(5)
+# The classification in the evidence, so a reader (the review queue's harm items) need not
+# parse the reason.
+DECISIONS = ("pending", "harm", "promote", "no_improvement", "capped")
 
 
 def classify(n_t, b_t, n_c, b_c, *, design: Design):
@@ -269,8 +278,7 @@ def classify(n_t, b_t, n_c, b_c, *, design: Design):
 
 def decide(trial: RandomizedTrial) -> Verdict:
     """The verdict of semantics §20.4 on the trial so far, with the arms in words."""
-    a, d, t, c = trial.analysis, trial.design, trial.treatment, trial.control
-    code = int(classify(t.sessions, t.breached, c.sessions, c.breached, design=d))
+    a, d, code = trial.analysis, trial.design, trial.decision
     if a.effect is None:
         words = f"{_arms_words(trial)}; waiting for sessions in both arms"
         return Verdict("pending", FORWARD_TRIAL, words, TRIAL_IN_PROGRESS)

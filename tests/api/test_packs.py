@@ -9,6 +9,7 @@ from django.db import transaction
 
 from lifecycle.models import JournalEvent, Rule
 from lifecycle.services.packs import (
+    CHECKSUM_MISMATCH,
     PackRejected,
     export_agent_files,
     export_pack,
@@ -197,7 +198,7 @@ def test_a_tampered_pack_is_refused_and_nothing_is_written():
         import_pack(tampered, actor=REVIEWER)
 
     assert [e.as_dict() for e in refused.value.errors] == [
-        {"loc": ["checksum"], "msg": "does not match the content: the pack was altered"}
+        {"loc": ["checksum"], "msg": CHECKSUM_MISMATCH}
     ]
     assert not Rule.objects.exists()
     assert not JournalEvent.objects.exists()

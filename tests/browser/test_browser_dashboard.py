@@ -41,13 +41,22 @@ def test_filtering_the_rules_table_changes_the_url(signed_in, shot):
 def test_a_rule_retired_by_replay_shows_its_cases_and_attribution(signed_in, shot):
     # semantics §17.4: C-005 ("retry immediately on 429") was retired on paired evidence at its
     # first look: its failing cases did worse under treatment than under control (a futility
-    # stop); the page shows both arms of every case, wins included.
+    # stop); the headline says so, and the folded per-replay detail shows both arms of every
+    # case, wins included.
     page = signed_in
     page.goto("/rules/C-005/")
-    replay = page.get_by_role("region", name="Replay validation")
+    headline = page.get_by_test_id("headline")
+    expect(headline).to_contain_text("a futility stop")
+    expect(headline).to_contain_text("Protected win S-034 did worse too")
+    # The headline's own figures carry no "p 1" (the p-value of "treatment better" when it was
+    # worse); the engine's sentence is quoted beneath, as it wrote it.
+    expect(headline.locator("table.facts")).not_to_contain_text("p 1")
+    expect(headline.locator("table.facts")).to_contain_text("[\u22120.16, \u22120.13]")
+    fold = page.locator("#replays-fold details")
+    fold.locator("summary").click()
+    replay = fold.locator(".fold-body")
     expect(replay).to_contain_text("no improvement on task_completion")
-    expect(replay).to_contain_text("a futility stop")
-    # Round ids come from the database's sequence: any round, this case, arm and repeat.
+    # Newest first: the last repeats of the look are on the first page.
     treatment = replay.locator(
         "table.cases tr", has_text=re.compile(r"replay:\d+:C-005:F-020:treatment:3")
     )
@@ -192,7 +201,10 @@ def test_exporting_a_pack_downloads_a_valid_pack_of_the_active_rules(signed_in, 
     document = yaml.safe_load(Path(download.path()).read_text(encoding="utf-8"))
     assert document["checksum"] == packs.pack_checksum(document)
     active = set(Rule.objects.filter(state="active").values_list("id", flat=True))
-    assert {r["id"] for r in document["rules"]} == active
+    # C-001 and C-012 are flagged as duplicates of each other: one ships, not both.
+    withheld = {rule for rule, _ in packs.withheld_duplicates(states=["active"])}
+    assert withheld == {"C-001"}
+    assert {r["id"] for r in document["rules"]} == active - withheld
     assert {r["state"] for r in document["rules"]} == {"active"}
 
 

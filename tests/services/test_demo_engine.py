@@ -206,8 +206,12 @@ def test_the_rule_and_round_pages_say_why_c014_waits(demo, viewer_client):
 
     reason = "effect +0.21 [+0.00, +0.43]; needs more samples: 4 of 8 repeats per case"
     body = viewer_client.get(reverse("rule-detail", args=["C-014"])).content.decode()
-    assert f'<span id="pending-text">replay inconclusive: {reason}</span>' in body
-    assert f'<span id="paired-reason">{reason}</span>' in body
+    # The headline from the figures, the engine's sentence quoted beneath it.
+    assert (
+        '<p class="lead" id="headline-lead">Pending: task_completion +0.21 on failing cases '
+        "F-024, F-023, F-022; needs more replays: 4 of 8 repeats per case and arm so far</p>"
+    ) in body
+    assert f"In the engine's words: replay inconclusive: {reason}" in body
     verdict = JournalEvent.objects.get(rule_id="C-014", type="validation_verdict")
     page = viewer_client.get(reverse("round-detail", args=[verdict.round_id])).content.decode()
     assert f"{reason} <span" in page and "(pending: replay_inconclusive)" in page

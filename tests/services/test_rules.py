@@ -152,16 +152,49 @@ def test_requeue_records_a_new_candidate_version_linked_to_the_old(engine, revie
     with pytest.raises(WrongState):
         rule_requeue(rule_id=rule.id, actor=reviewer_actor)
     rule_retire(rule_id=rule.id, actor=engine, evidence={}, reason="no improvement on F-001")
-    version = rule_requeue(rule_id=rule.id, actor=reviewer_actor)
-    assert version.pk != rule.pk
+    version, created = rule_requeue(rule_id=rule.id, actor=reviewer_actor)
+    # The version reads as one: the original's id with a version number.
+    assert created and version.pk == "C-1-v2"
     assert (version.state, version.replaces_id, version.trigger) == (
         "candidate",
         "C-1",
         rule.trigger,
     )
-    assert rule_requeue(rule_id=rule.id, actor=reviewer_actor).pk == version.pk
+    # While that version is live, re-queuing again returns it and records nothing.
+    assert rule_requeue(rule_id=rule.id, actor=reviewer_actor) == (version, False)
     assert events(version.pk) == [("rule_added", "rita")]
     assert Rule.objects.get(pk="C-1").state == "retired"
+
+
+def test_once_every_version_is_retired_requeue_records_the_next_one(engine, reviewer_actor):
+    rule = candidate("C-1")
+    rule_retire(rule_id=rule.id, actor=engine, evidence={}, reason="no improvement")
+    first, _ = rule_requeue(rule_id=rule.id, actor=reviewer_actor)
+    rule_retire_by_reviewer(rule_id=first.id, actor=reviewer_actor, reason="still wrong")
+    second, created = rule_requeue(rule_id=rule.id, actor=reviewer_actor)
+    assert created and second.pk == "C-1-v3" and second.replaces_id == "C-1"
+    # A version of a version keeps one numbering.
+    third, _ = rule_requeue(rule_id=first.id, actor=reviewer_actor)
+    assert third.pk == "C-1-v4" and third.replaces_id == "C-1-v2"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_version_returned_is_the_rule_as_it_stands_after_the_round(engine, reviewer_actor):
+    # Embedded default: the round the recording kicks runs at commit, before the service
+    # returns; what it returns must not be the candidate it was before that round.
+    rule = candidate("C-1", signature=["action:nothing.matches"])
+    rule_retire(rule_id=rule.id, actor=engine, evidence={}, reason="no improvement")
+    version, _ = rule_requeue(rule_id=rule.id, actor=reviewer_actor)
+    assert version.first_attempted_at is not None
+    assert version.pending_reason == Rule.objects.get(pk=version.pk).pending_reason != ""
+
+
+def test_a_version_id_too_long_for_an_id_falls_back_to_a_generated_one(engine, reviewer_actor):
+    long_id = "R" * 62
+    rule = candidate(long_id)
+    rule_retire(rule_id=rule.id, actor=engine, evidence={}, reason="no improvement")
+    version, _ = rule_requeue(rule_id=rule.id, actor=reviewer_actor)
+    assert version.pk.startswith("R-") and len(version.pk) == 10
 
 
 def test_the_database_refuses_a_second_verdict_event(engine):

@@ -6,15 +6,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard import figures
-from lifecycle.selectors.rules import (
+from dashboard.presenters import (
     attribution_lines,
     attribution_words,
-    bucket_for,
-    case_row,
+    case_view,
     delta_class,
     signed,
-    truncate,
 )
+from lifecycle.selectors.rules import bucket_for, case_row, truncate
 from tests.builders import case_evidence
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -77,17 +76,19 @@ def test_a_delta_is_coloured_against_the_margins(delta, css):
 
 def test_a_negative_delta_uses_a_typographic_minus():
     assert signed(-0.094) == "\u22120.09" and signed(0.1) == "+0.10"
+    assert signed(None) == "—" and signed(True) == "—"
 
 
 def test_a_case_row_marks_the_deciding_metric_and_keeps_every_metric():
     row = case_row(
-        case_evidence("F-001", metrics={"task_completion": (0.2, 0.9), "coherence": (0.8, 0.7)}),
-        **MARGINS,
+        case_evidence("F-001", metrics={"task_completion": (0.2, 0.9), "coherence": (0.8, 0.7)})
     )
-    assert [(m["name"], m["deciding"], m["css"]) for m in row.metrics] == [
+    view = case_view(row, **MARGINS)
+    assert [(m["name"], m["deciding"], m["css"]) for m in view["metrics"]] == [
         ("coherence", False, "delta-bad"),
         ("task_completion", True, "delta-good"),
     ]
+    assert view["has_original"]
     assert (row.case, row.kind, row.outcome, row.candidate_read) == (
         "F-001",
         "failing",
@@ -106,17 +107,74 @@ def test_delta_distributions_plot_scored_cases_per_metric_with_the_margin_band()
         case_evidence("F-002", outcome="inconclusive"),
     ]
     figure = figures.delta_distributions(cases, promote_margin=0.05, regress_margin=0.1)
-    by_metric = {trace["name"]: trace for trace in figure["data"]}
-    assert sorted(by_metric) == ["coherence", "task_completion"]
-    assert by_metric["task_completion"]["y"] == [0.7, -0.02]
-    assert by_metric["task_completion"]["text"] == ["F-001 (failing)", "S-022 (win)"]
-    assert by_metric["coherence"]["y"] == [-0.09]
+    (single,) = figure["data"]
+    assert single["name"] == figures.SINGLE_LABEL
+    points = sorted(zip(single["x"], single["y"], single["text"], strict=True))
+    assert points == [
+        ("coherence", -0.09, "F-001 (failing)"),
+        ("task_completion", -0.02, "S-022 (win)"),
+        ("task_completion", 0.7, "F-001 (failing)"),
+    ]
     band = figure["layout"]["shapes"][0]
     assert (band["y0"], band["y1"]) == (-0.1, 0.05)
 
 
+def test_paired_effects_are_a_second_series_with_its_own_legend_entry():
+    # semantics §17.5: a paired replay has no original; its case's effect is treatment − control.
+    paired = [
+        {
+            "rule": "C-1",
+            "case": "F-1",
+            "kind": "failing",
+            "metric": "task_completion",
+            "effect": 0.6,
+        },
+        {"rule": "C-2", "case": "S-2", "kind": "win", "metric": "coherence", "effect": -0.12},
+    ]
+    figure = figures.delta_distributions([], paired=paired, **MARGINS)
+    (series,) = figure["data"]
+    assert series["name"] == figures.PAIRED_LABEL and figure["layout"]["showlegend"]
+    assert sorted(zip(series["x"], series["y"], strict=True)) == [
+        ("coherence", -0.12),
+        ("task_completion", 0.6),
+    ]
+    assert "C-2 on S-2 (win)" in series["text"]
+
+
 def test_no_scored_case_gives_an_empty_figure():
     assert figures.delta_distributions([], **MARGINS)["data"] == []
+
+
+@pytest.mark.parametrize(
+    ("points", "offsets"),
+    [
+        ([(0.5, 0.5)], [(0, -16)]),
+        ([(0.1, 0.1), (0.9, 0.9)], [(0, -16), (0, -16)]),
+        (
+            [(0.85, 0.97), (0.86, 0.92), (0.87, 0.99), (0.2, 0.2)],
+            [(0, -16), (0, 18), (26, -30), (0, -16)],
+        ),
+    ],
+)
+def test_labels_of_crowded_points_take_turns_around_them(points, offsets):
+    assert figures.label_offsets(points) == offsets
+
+
+def test_many_points_are_drawn_without_labels_that_would_cover_each_other():
+    rows = [
+        {"rule": f"R-{i}", "token_f1": i / 100, "score": 0.9, "verdict": "match"}
+        for i in range(figures.MAX_LABELLED_POINTS + 1)
+    ]
+    figure = figures.extraction_scatter(rows)
+    trace, diagonal = figure["data"]
+    assert figure["layout"]["annotations"] == [] and trace["text"][0] == "R-0"
+    assert diagonal["name"] == "score = token-F1"
+    labels = figures.extraction_scatter(rows[:3])["layout"]["annotations"]
+    assert [(a["text"], a["showarrow"]) for a in labels] == [
+        ("R-0", True),
+        ("R-1", True),
+        ("R-2", True),
+    ]
 
 
 # --- Extraction accuracy (semantics §12) -------------------------------------------------------------
@@ -131,12 +189,15 @@ def test_extraction_scatter_puts_the_score_against_token_f1_per_verdict():
     ]
     figure = figures.extraction_scatter(rows)
     traces = {t["name"]: t for t in figure["data"]}
-    assert traces["match"]["x"] == [0.28, 0.9] and traces["match"]["y"] == [0.97, 0.91]
-    assert traces["miss"]["y"] == [0.04]
-    assert traces["match"]["text"] == ["R-F001", "R-2"]
-    assert traces["miss"]["marker"]["color"] == figures.BAD
-    assert figure["layout"]["xaxis"]["title"]["text"] == "token-F1"
-    assert figure["layout"]["yaxis"]["title"]["text"] == "score (probability of same rule)"
+    match, miss = traces["verdict: match"], traces["verdict: miss"]
+    assert match["x"] == [0.28, 0.9] and match["y"] == [0.97, 0.91]
+    assert miss["y"] == [0.04]
+    assert match["text"] == ["R-F001", "R-2"]
+    assert miss["marker"]["color"] == figures.BAD
+    # The diagonal is in the legend: what it means is said, not left to the caption.
+    assert traces["score = token-F1"]["x"] == [0, 1]
+    assert figure["layout"]["xaxis"]["title"]["text"].startswith("token-F1")
+    assert figure["layout"]["yaxis"]["title"]["text"] == "score (probability of the same rule)"
 
 
 # --- Verdicts per round -------------------------------------------------------------------------
@@ -293,27 +354,39 @@ def test_the_effect_figure_draws_the_improvement_with_its_interval_first():
     assert improvement["significant"] and first["marker"]["color"] == figures.GOOD
 
 
-def test_the_effect_figure_marks_zero_and_both_margins():
+def test_the_effect_figure_marks_zero_and_both_margins_with_a_legend_entry_each():
     figure = figures.paired_effect(_paired_evidence(0.4, 4), **MARGINS)
     lines = {(s["x0"], s["line"]["color"]) for s in figure["layout"]["shapes"]}
     assert lines == {(0.0, figures.NEUTRAL), (0.05, figures.GOOD), (-0.05, figures.BAD)}
     low, high = figure["layout"]["xaxis"]["range"]
     assert low < -0.05 and high > figure["data"][0]["x"][0]
-    assert "promote margin +0.05" in [a["text"] for a in figure["layout"]["annotations"]]
+    keys = [t["name"] for t in figure["data"] if t["mode"] == "lines"]
+    assert keys == ["promote margin +0.05", "regress margin \u22120.05"]
+    # The row labels take the room they need instead of a fixed margin that clips them.
+    assert figure["layout"]["yaxis"]["automargin"] is True
+
+
+def test_each_colour_of_the_effect_figure_has_one_legend_entry():
+    evidence = _paired_evidence(0.4, 8, win_harm=0.5)
+    points = [
+        t for t in figures.paired_effect(evidence, **MARGINS)["data"] if t["mode"] == "markers"
+    ]
+    shown = [t["name"] for t in points if t["showlegend"]]
+    assert len(shown) == len({t["marker"]["color"] for t in points}) == len(set(shown))
+    assert all(t["name"] == figures.EFFECT_STATUS[t["marker"]["color"]] for t in points)
 
 
 def test_regression_tests_without_an_interval_at_this_look_are_left_out():
     # At the first look no error rate is spent on regressions ("last"): nothing to draw.
     early = _paired_evidence(0.0, 4)
     assert all(r["ci"] == [None, None] for r in early["regressions"])
-    assert [t["y"][0] for t in figures.paired_effect(early, **MARGINS)["data"]] == [
-        "task_completion (failing cases)"
-    ]
+    drawn = [t["y"][0] for t in figures.paired_effect(early, **MARGINS)["data"] if t["y"][0]]
+    assert drawn == ["task_completion (failing cases)"]
 
 
 def test_a_significant_regression_is_drawn_red_under_the_improvement():
     evidence = _paired_evidence(0.4, 8, win_harm=0.5)
-    rows = {t["y"][0]: t for t in figures.paired_effect(evidence, **MARGINS)["data"]}
+    rows = {t["y"][0]: t for t in figures.paired_effect(evidence, **MARGINS)["data"] if t["y"][0]}
     harmed = rows["task_completion on S-1"]
     assert harmed["marker"]["color"] == figures.BAD and harmed["x"][0] < -0.05
     assert list(rows)[0] == "task_completion (failing cases)"
@@ -332,5 +405,5 @@ def test_an_unbounded_side_reaches_the_axis_edge_and_says_so():
     figure = figures.paired_effect(evidence, **MARGINS)
     trace = figure["data"][0]
     assert trace["x"][0] + trace["error_x"]["array"][0] == figure["layout"]["xaxis"]["range"][1]
-    assert trace["customdata"] == [["\u22120.200", "+∞", "0.3"]]
+    assert trace["customdata"] == [["\u22120.200", "open", "0.3"]]
     assert trace["marker"]["color"] == figures.PENDING

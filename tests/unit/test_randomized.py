@@ -226,3 +226,21 @@ def test_assignment_is_stable_independent_and_keeps_the_allocation():
     assert stats.binomtest(quarter.count(TREATMENT), 20_000, 0.25).pvalue > 0.001
     elsewhere = [arm_for("C-1", f"s-{n}", allocation=0.5, key=b"another") for n in range(1000)]
     assert elsewhere != first[:1000]
+
+
+@pytest.mark.parametrize(
+    "treatment, control, decision",
+    [
+        ((60, 50), (60, 20), "harm"),
+        ((60, 5), (60, 40), "promote"),
+        ((1, 0), (1, 0), "pending"),
+    ],
+)
+def test_the_evidence_names_the_decision_so_readers_need_not_parse_the_reason(
+    treatment, control, decision
+):
+    from lifecycle.review import retired_on_harm
+
+    evidence = trial(treatment, control).evidence()
+    assert evidence["decision"] == decision
+    assert retired_on_harm({"trial": evidence}) is (decision == "harm")

@@ -17,6 +17,7 @@ from django.urls import reverse
 from freezegun import freeze_time
 
 from dashboard import presenters
+from dashboard.presenters import signed
 from lifecycle.models import Rule
 from replay.backends.simulated import StochasticAgent
 from replay.models import ReplaySample
@@ -108,16 +109,24 @@ def page(client, **params) -> str:
 # --- Why pending, in words ------------------------------------------------------------------------
 
 
-def test_the_page_says_why_the_rule_is_pending_in_the_engines_words(pending_rule, viewer_client):
-    reason = latest_paired()["reason"]
+def test_the_headline_says_why_the_rule_is_pending_from_its_evidence(pending_rule, viewer_client):
+    # The headline is built from the verdict's figures; the engine's sentence stays beside it.
+    paired = latest_paired()
+    reason = paired["reason"]
     assert re.fullmatch(
         r"effect [+−]\d\.\d\d \[[+−]\d\.\d\d, [+−]\d\.\d\d\]; "
         r"needs more samples: 4 of 8 repeats per case",
         reason,
     )
-    body = page(viewer_client)
-    assert f'<strong>Why pending:</strong> <span id="paired-reason">{reason}</span>' in body
-    assert "Look</dt><dd>1 of 2" in body and "40 counted" in body
+    improvement = paired["paired"]["improvement"]
+    response = viewer_client.get(reverse("rule-detail", args=["R-1"]))
+    headline = response.context["headline"]
+    assert headline.tone == "pending"
+    assert headline.lead.startswith(f"Pending: task_completion {signed(improvement['effect'])} on ")
+    assert "needs more replays: 4 of 8 repeats per case and arm so far" in headline.lead
+    body = response.content.decode()
+    assert f"In the engine's words: replay inconclusive: {reason}" in body
+    assert "Look</dt><dd>1 of 2" in body and "40 weighed by this verdict" in body
 
 
 # --- The matrix -----------------------------------------------------------------------------------

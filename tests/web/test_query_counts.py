@@ -57,3 +57,21 @@ def test_a_scope_page_runs_the_same_queries_for_3_or_60_rules(reviewer_client):
     small = queries(reviewer_client, url)
     grow(57, 3)
     assert queries(reviewer_client, url) == small
+
+
+@pytest.mark.parametrize("name", ["rule-replays", "rule-timeline"])
+def test_a_rule_pages_folds_run_the_same_queries_for_3_or_60_events(reviewer_client, name):
+    from tests.builders import case_evidence, make_rule, replay_case, verdict
+
+    rule = make_rule("R-FOLD")
+
+    def grow(start: int, n: int) -> None:
+        for round_id in range(start, start + n):
+            replay_case(rule, round_id, case_evidence("F-001"), at=T0 + timedelta(minutes=round_id))
+            verdict(rule, round_id, "pending", pending_reason="replay_inconclusive")
+
+    url = reverse(name, args=[rule.id])
+    grow(1, 3)
+    small = queries(reviewer_client, url, **HTMX)
+    grow(4, 57)
+    assert queries(reviewer_client, url, **HTMX) == small

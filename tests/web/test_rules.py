@@ -3,6 +3,7 @@ page."""
 
 import re
 from datetime import timedelta
+from urllib.parse import quote
 
 import pytest
 from django.db import connection
@@ -246,9 +247,12 @@ def test_a_never_attempted_candidate_says_not_yet_attempted(viewer_client, scori
     make_rule("R-NEW")
     make_rule("R-WAIT", first_attempted_at=T0, pending_reason="no_matching_replayable_case")
     body = viewer_client.get(reverse("rule-detail", args=["R-NEW"])).content.decode()
-    assert '<span id="pending-text">not yet attempted</span>' in body
+    assert '<p class="lead" id="headline-lead">Not yet attempted</p>' in body
     body = viewer_client.get(reverse("rule-detail", args=["R-WAIT"])).content.decode()
-    assert '<span id="pending-text">no replayable failing case matches its signature</span>' in body
+    assert (
+        '<p class="lead" id="headline-lead">No replayable failing case matches its signature</p>'
+        in body
+    )
 
 
 def test_the_rule_page_shows_fields_and_signature_atoms(viewer_client, scoring):
@@ -307,12 +311,34 @@ def _retired_by_replay():
     return rule
 
 
-def test_a_rule_retired_by_replay_shows_its_per_case_table_and_attribution_in_words(
-    viewer_client, scoring
-):
+def test_a_rule_retired_by_replay_is_headed_by_the_case_that_regressed(viewer_client, scoring):
+    # semantics §7.7: the headline names the case, the metric and the effect, from the
+    # structured evidence of the decision, whatever the engine's sentence says.
+    _retired_by_replay()
+    response = viewer_client.get(reverse("rule-detail", args=["R-RET"]))
+    headline = response.context["headline"]
+    assert headline.lead == "Retired: protected win S-022 regressed on task_completion"
+    (fact,) = headline.facts
+    assert (fact.case, fact.metric, fact.original, fact.replayed) == (
+        "S-022",
+        "task_completion",
+        0.9,
+        0.7,
+    )
+    body = response.content.decode()
+    assert "original 0.90 → replayed 0.70" in body and "\u22120.20" in body
+    assert "In the engine's words: regressed protected win S-022" in body
+
+
+def test_the_per_replay_detail_is_a_fold_read_only_when_opened(viewer_client, scoring):
     # semantics §7.6–§7.7: deltas coloured against the margins, attribution named in words.
     _retired_by_replay()
-    body = viewer_client.get(reverse("rule-detail", args=["R-RET"])).content.decode()
+    page = viewer_client.get(reverse("rule-detail", args=["R-RET"])).content.decode()
+    assert "not attributable" not in page
+    url = reverse("rule-replays", args=["R-RET"])
+    assert f'hx-get="{url}" hx-trigger="toggle once"' in page
+    body = viewer_client.get(url, **HTMX).content.decode()
+    assert "<html" not in body
     assert "coherence \u22120.09: not attributable — not in retire_on" in body
     assert "task_completion \u22120.20: attributable regression — a protected win regressed" in body
     assert '<span class="delta-bad">\u22120.09</span>' in body
@@ -320,12 +346,22 @@ def test_a_rule_retired_by_replay_shows_its_per_case_table_and_attribution_in_wo
     assert "protected win" in body
     assert "★ task_completion 0.20 → 0.21" in body
     assert 'href="/rounds/7/">Round 7</a>' in body
-    assert "verdict <strong>retire</strong>: regressed protected win S-022" in body
+    assert "In the engine's words: regressed protected win S-022" in body
+    # Without htmx the same URL is a page of its own.
+    assert "<html" in viewer_client.get(url).content.decode()
 
 
-def test_the_timeline_lists_every_event_with_expandable_evidence(viewer_client, scoring):
+def test_the_timeline_folds_runs_of_alike_events_and_keeps_each_evidence(viewer_client, scoring):
     _retired_by_replay()
-    body = viewer_client.get(reverse("rule-detail", args=["R-RET"])).content.decode()
+    url = reverse("rule-timeline", args=["R-RET"])
+    groups = viewer_client.get(url).context["groups"]
+    assert [(g["type"], g["count"]) for g in groups] == [
+        ("rule_retired", 1),
+        ("validation_verdict", 1),
+        ("validation_replay_case", 2),
+    ]
+    body = viewer_client.get(url, **HTMX).content.decode()
+    assert "validation replay case</strong> ×2" in body
     assert body.count("<details><summary>evidence</summary>") == 4
     assert "&quot;deciding_metric&quot;: &quot;task_completion&quot;" in body
 
@@ -344,7 +380,7 @@ def test_the_trial_panel_counts_enrolments_and_says_the_baseline_runs_high(viewe
     trial = selectors.rule_detail(rule)["trial"]
     assert (trial.enrolled, trial.breached, trial.read_candidate, trial.needed) == (3, 1, 2, 5)
     body = viewer_client.get(reverse("rule-detail", args=["R-T"])).content.decode()
-    assert "3/5 enrolled, 1 breached" in body
+    assert "3 of 5 enrolled, 1 breached" in body
     assert "2 of 3 enrolled sessions" in body
     assert "80% of 10 sessions with an incident" in body
     assert "so it runs high" in body
@@ -607,7 +643,7 @@ def test_the_charts_page_renders_every_figure_as_data(viewer_client, monkeypatch
 def test_empty_charts_say_there_is_nothing_yet(viewer_client, monkeypatch):
     install_extraction_scoring(monkeypatch)
     body = viewer_client.get(reverse("charts")).content.decode()
-    assert "No scored replay case yet." in body and "No verdict yet." in body
+    assert "No scored replay yet." in body and "No verdict yet." in body
 
 
 def test_the_funnel_is_counted_in_the_database_per_bucket():
@@ -631,22 +667,28 @@ def test_the_funnel_is_counted_in_the_database_per_bucket():
     assert selectors.funnel_counts(now=T0) is None
 
 
-def test_a_long_history_shows_the_newest_events_and_links_to_the_journal(viewer_client, scoring):
+def test_a_long_timeline_is_paged_newest_first_and_links_to_the_journal(viewer_client, scoring):
     rule = make_rule("R-LONG")
     for i in range(selectors.TIMELINE_LIMIT + 5):
         journal_write(
-            type="validation_verdict",
+            type="validation_verdict" if i % 2 else "validation_candidate_started",
             actor="engine",
             rule_id=rule.id,
             round_id=i + 1,
             at=T0 + timedelta(minutes=i),
             evidence={"outcome": "pending", "pending_reason": "trial_in_progress"},
         )
-    response = viewer_client.get(reverse("rule-detail", args=[rule.id]))
-    events = response.context["events"]
-    assert len(events) == selectors.TIMELINE_LIMIT
-    assert events[0].round_id == 6 and events[-1].round_id == selectors.TIMELINE_LIMIT + 5
-    assert 'href="/journal/?rule=R-LONG"' in response.content.decode()
+    url = reverse("rule-timeline", args=[rule.id])
+    response = viewer_client.get(url)
+    rounds = [g["round_id"] for g in response.context["groups"]]
+    assert rounds == list(range(selectors.TIMELINE_LIMIT + 5, 5, -1))
+    body = response.content.decode()
+    assert 'href="/journal/?rule=R-LONG"' in body
+    older = response.context["page"].older
+    assert f'hx-get="{url}?before={quote(older)}"' in body
+    rest = viewer_client.get(url, {"before": older}).context["groups"]
+    assert [g["round_id"] for g in rest] == [5, 4, 3, 2, 1]
+    assert viewer_client.get(url, {"before": "nonsense"}).status_code == 200
 
 
 def test_error_pages_explain_themselves_inside_the_frame(viewer_client):
@@ -658,23 +700,20 @@ def test_error_pages_explain_themselves_inside_the_frame(viewer_client):
     assert denied.status_code == 403 and "reviewers" in denied.content.decode()
 
 
-def test_the_rule_page_shows_as_many_replay_cases_as_a_rule_can_ever_have(
-    viewer_client, scoring, settings
-):
-    # semantics §7.1, §7.2, §7.10: (failing cases + protected wins) per round, max_replay_attempts
-    # rounds. More than that only comes from an unusual history; the newest are shown.
-    settings.CAUTERWEB_MAX_FAILING_CASES = 2
-    settings.CAUTERWEB_MAX_PROTECTED_WINS = 1
-    settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS = 2
+def test_the_replays_are_paged_newest_first_each_round_with_its_verdict(viewer_client, scoring):
     rule = make_rule("R-MANY")
-    for round_id in range(1, 5):
+    for round_id in range(1, 9):
         for case in ("F-001", "F-002", "S-001"):
             replay_case(rule, round_id, case_evidence(case), at=T0 + timedelta(minutes=round_id))
         verdict(rule, round_id, "pending", pending_reason="replay_inconclusive")
-    rounds = viewer_client.get(reverse("rule-detail", args=[rule.id])).context["replay_rounds"]
-    assert [r.round_id for r in rounds] == [3, 4]
-    assert [len(r.cases) for r in rounds] == [3, 3]
-    assert all(r.verdict["outcome"] == "pending" for r in rounds)
+    url = reverse("rule-replays", args=[rule.id])
+    first = viewer_client.get(url).context
+    assert first["page"].paginator.count == 24
+    assert [r.round_id for r, _ in first["rounds"]] == [8, 7, 6, 5, 4, 3, 2]
+    assert all(r.verdict["outcome"] == "pending" for r, _ in first["rounds"])
+    assert sum(len(cases) for _, cases in first["rounds"]) == selectors.REPLAYS_PER_PAGE
+    second = viewer_client.get(url, {"page": 2}).context
+    assert [r.round_id for r, _ in second["rounds"]] == [2, 1]
 
 
 @pytest.mark.parametrize(
@@ -695,3 +734,18 @@ def test_the_rule_page_renders_with_the_real_gate_and_scorer(viewer_client, fiel
     response = viewer_client.get(reverse("rule-detail", args=["R-REAL"]))
     assert response.status_code == 200
     assert [c["matcher"] for c in response.context["gate_columns"]] == ["lexical", "signature"]
+
+
+def test_the_rules_list_counts_replays_run_beside_replay_attempts(viewer_client, scoring):
+    # One vocabulary: a replay is one run of one case; an attempt is a round's try (§7.10).
+    rule = make_rule("R-REP", replay_attempts=1)
+    for repeat in range(3):
+        replay_case(rule, 4, case_evidence("F-001"), at=T0 + timedelta(seconds=repeat))
+    make_rule("R-NONE")
+    response = viewer_client.get(reverse("rule-list"))
+    assert response.context["replays"] == {"R-REP": 3}
+    body = response.content.decode()
+    assert '<td class="num wide-only nowrap">3<br><span class="muted">1 attempt</span></td>' in body
+    assert (
+        '<td class="num wide-only nowrap">0<br><span class="muted">0 attempts</span></td>' in body
+    )

@@ -8,6 +8,7 @@ from lifecycle.services.packs import (
     InvalidSelection,
     export_agent_files,
     export_pack,
+    withheld_duplicates,
 )
 
 
@@ -48,6 +49,15 @@ class Command(JsonCommand):
                 )
         except InvalidSelection as exc:
             raise CommandError(str(exc), returncode=1) from None
+        states = ["active"] if fmt in AGENT_FILE_FORMATS else options["state"] or ["active"]
+        withheld = withheld_duplicates(scopes=scopes, states=states)
+        if withheld:
+            # On stderr: stdout may be the pack itself.
+            self.stderr.write(
+                "left out, a suspected duplicate of a rule exported beside it (the review queue "
+                "decides which stays): " + ", ".join(f"{r} (of {o})" for r, o in withheld)
+            )
+        report = {"format": fmt, "withheld": [{"rule": r, "duplicate_of": o} for r, o in withheld]}
         path = options["output"]
         if path:
             try:
@@ -55,8 +65,8 @@ class Command(JsonCommand):
                     out.write(text)
             except OSError as exc:
                 raise CommandError(f"cannot write {path}: {exc.strerror}") from None
-            self.emit({"format": fmt, "output": path}, f"wrote {fmt} to {path}")
+            self.emit({**report, "output": path}, f"wrote {fmt} to {path}")
         elif self._json:
-            self.emit({"format": fmt, "text": text}, "")
+            self.emit({**report, "text": text}, "")
         else:
             self.stdout.write(text, ending="")

@@ -176,6 +176,10 @@ class Command(BaseCommand):
         if user is None:
             user = User.objects.create_user(DEMO_USER, password=DEMO_PASSWORD)
         user.groups.add(reviewers)
+        # The demo's one user also administers it: the webhooks page is staff's.
+        if not user.is_staff:
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
 
     def _load(self, name: str, load) -> None:
         path = DEMO_DIR / name
