@@ -23,8 +23,9 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
-def card(page, kind_text: str):
-    return page.locator("[data-review-card]", has_text=kind_text).first
+def card(page, kind_text: str, about: str = ""):
+    cards = page.locator("[data-review-card]", has_text=kind_text)
+    return (cards.filter(has_text=about) if about else cards).first
 
 
 def nav_count(page):
@@ -37,18 +38,24 @@ def nav_count(page):
 def test_the_queue_shows_what_needs_a_human_with_counts_in_the_navigation(signed_in, shot):
     page = signed_in
     page.goto("/")
-    # The demo leaves three things to decide: C-001 and C-012 say the same, C-002 was retired
-    # on harm, C-013's replay budget is spent with no verdict.
-    expect(nav_count(page)).to_contain_text("3")
+    # Among what the demo leaves to decide: C-001 and C-012 say the same; C-002 was retired on
+    # harm by replay and C-016 by its randomized trial's guardrail; C-013's replay budget is
+    # spent with no verdict.
+    open_items = ReviewItem.objects.filter(closed_at__isnull=True)
+    expect(nav_count(page)).to_have_text(f"{open_items.count()} waiting")
     page.get_by_role("link", name=re.compile("^Review")).click()
     expect(page).to_have_url(re.compile(r"/review/$"))
+    expect(page.locator("[data-review-card]")).to_have_count(open_items.count())
     expect(card(page, "Suspected duplicate")).to_contain_text("C-012")
-    expect(card(page, "Retired by a harm guardrail")).to_contain_text("S-024")
-    expect(card(page, "Undecided after its replay budget")).to_contain_text("C-013")
+    expect(card(page, "Retired by a harm guardrail", "C-002")).to_contain_text("S-024")
+    expect(card(page, "Retired by a harm guardrail", "C-016")).to_contain_text("made it worse")
+    expect(card(page, "Undecided after its replay budget", "C-013")).to_be_visible()
     shot("review queue")
     page.locator("#r-kind").select_option("harm")
     expect(page).to_have_url(re.compile(r"/review/\?.*kind=harm"))
-    expect(page.locator("[data-review-card]")).to_have_count(1)
+    expect(page.locator("[data-review-card]")).to_have_count(
+        open_items.filter(kind="harm").count()
+    )
 
 
 def _stage_a_pack() -> None:
@@ -111,7 +118,9 @@ def test_each_action_resolves_its_item_in_place(
     uncertain_rule("U-1", scope="git")
     _stage_a_pack()
     page.goto("/review/")
-    item = card(page, kind)
+    # The demo has more than one harm and one undecided item: act on C-002's and C-013's.
+    about = {"Retired by a harm guardrail": "C-002", "Undecided after its replay budget": "C-013"}
+    item = card(page, kind, about.get(kind, ""))
     if reason:
         item.get_by_placeholder(re.compile("reason")).fill(reason)
     item.get_by_role("button", name=button).click()
@@ -149,7 +158,7 @@ def test_the_queue_works_from_the_keyboard(signed_in):
     page.keyboard.press("j")
     expect(page.locator("[data-review-card]").nth(1)).to_be_focused()
     page.keyboard.press("o")
-    expect(page).to_have_url(re.compile(r"/rules/C-00\d/$"))
+    expect(page).to_have_url(re.compile(r"/rules/C-\d{3}/$"))
 
 
 # --- pages that say what the evidence says -----------------------------------------------------
