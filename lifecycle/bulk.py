@@ -1,12 +1,13 @@
 """Bulk writes below the ORM, for the engine's hot paths.
 
-`insert_rows`: new rows given as plain tuples, by COPY on PostgreSQL. Django's bulk_create
-there sends each column as an array (INSERT … SELECT UNNEST), and quoting a JSON evidence body
-as an array element is done in Python, character class by character class: for a round's
-events it cost more than the database spent writing them. Nor are model instances built: a
-round writes thousands of rows a second, and an instance's construction and each field's
-preparation (`get_db_prep_save`) cost more than the row's COPY. Each column is prepared once
-per value the way its field would prepare it, so the stored row is the one a save writes.
+`insert_rows`: new rows given as plain tuples, by COPY on PostgreSQL (a few by one INSERT).
+Django's bulk_create there sends each column as an array (INSERT … SELECT UNNEST), and quoting
+a JSON evidence body as an array element is done in Python, character class by character
+class: for a round's events it cost more than the database spent writing them. Nor are model
+instances built: a round writes thousands of rows a second, and an instance's construction and
+each field's preparation (`get_db_prep_save`) cost more than the row's COPY. Each column is
+prepared once per value the way its field would prepare it, so the stored row is the one a
+save writes.
 
 `update_from_values`: set-based UPDATE of many rows, each with its own values, in one
 statement per batch.
@@ -25,11 +26,15 @@ which both databases run as one pass (SQLite ≥ 3.33 for UPDATE … FROM).
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain, islice
 
 from django.db import connection, models
 from django.db.models import Model
 
 BATCH = 500
+# Fewer rows than this are inserted by one INSERT on PostgreSQL too: COPY's extra round trip
+# costs more than it saves on a handful of rows.
+FEW_ROWS = 50
 
 
 class BadColumns(ValueError):
@@ -78,7 +83,7 @@ def _preparer(field: models.Field) -> Callable | None:
 def insert_rows(model: type[Model], columns: Sequence[str], rows: Iterable[Sequence]) -> None:
     """Insert new rows of `model`, each a tuple of values for `columns` (field names, or
     attnames such as `rule_id`), which must be every column but the auto primary key: COPY
-    on PostgreSQL, elsewhere one prepared INSERT run for every row (SQLite runs in process).
+    on PostgreSQL from `FEW_ROWS` rows on; fewer, or on SQLite, multi-row INSERTs.
     Values are those a model instance would hold before a save (no field's `pre_save` runs);
     primary keys are not read back."""
     fields = [model._meta.get_field(name) for name in columns]
@@ -95,17 +100,25 @@ def insert_rows(model: type[Model], columns: Sequence[str], rows: Iterable[Seque
         rows = (_prepared(row, prepares) for row in rows)
     quote = connection.ops.quote_name
     table, names = quote(model._meta.db_table), ", ".join(quote(c) for c in given)
-    if connection.vendor != "postgresql":
-        rows = list(rows)
-        if rows:
-            marks = ", ".join(["%s"] * len(given))
-            with connection.cursor() as cursor:
-                cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
-        return
     rows = iter(rows)
-    first = next(rows, None)
-    if first is None:
+    few = list(islice(rows, FEW_ROWS))
+    if not few:
         return
+    if connection.vendor != "postgresql" or len(few) < FEW_ROWS:
+        # A few rows (a report's events) go in one INSERT, one round trip; COPY takes two.
+        rows = [*few, *rows]
+        marks = ", ".join(["%s"] * len(given))
+        with connection.cursor() as cursor:
+            for start in range(0, len(rows), BATCH):
+                batch = rows[start : start + BATCH]
+                values = ", ".join([f"({marks})"] * len(batch))
+                cursor.execute(
+                    f"INSERT INTO {table} ({names}) VALUES {values}",
+                    [value for row in batch for value in row],
+                )
+        return
+    rows = chain(few, rows)
+    first = next(rows)
     # COPY is psycopg's own API, outside Django's cursor wrapper: without wrap_database_errors a
     # connection lost mid-COPY escapes as a psycopg error instead of Django's OperationalError.
     with (
@@ -166,3 +179,40 @@ def update_from_values(
             )
             changed += max(cursor.rowcount, 0)
     return changed
+
+
+def insert_new_rows(
+    model: type[Model],
+    columns: Sequence[str],
+    rows: Sequence[Sequence],
+    *,
+    unique: Sequence[str],
+    returning: Sequence[str],
+) -> list[tuple]:
+    """Insert the rows whose `unique` columns (a unique constraint of `model`) are not stored
+    yet, leaving stored ones as they are, and return the `returning` columns of the rows
+    inserted, in no particular order: `INSERT … ON CONFLICT (…) DO NOTHING RETURNING …`, the
+    same statement on PostgreSQL and SQLite (≥ 3.35). A concurrent insert of the same key waits
+    for the other transaction and then counts as stored. Columns and values as `insert_rows`;
+    the returned values are as the database returns them (use plain text and integer columns)."""
+    if not rows:
+        return []
+    quote = connection.ops.quote_name
+    fields = [model._meta.get_field(name) for name in columns]
+    prepares = [(i, p) for i, f in enumerate(fields) if (p := _preparer(f)) is not None]
+    table = quote(model._meta.db_table)
+    names = ", ".join(quote(f.column) for f in fields)
+    conflict = ", ".join(quote(model._meta.get_field(name).column) for name in unique)
+    back = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+    tuple_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    inserted: list[tuple] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), BATCH):
+            chunk = [_prepared(row, prepares) for row in rows[start : start + BATCH]]
+            cursor.execute(
+                f"INSERT INTO {table} ({names}) VALUES {', '.join([tuple_sql] * len(chunk))} "
+                f"ON CONFLICT ({conflict}) DO NOTHING RETURNING {back}",
+                [value for row in chunk for value in row],
+            )
+            inserted += [tuple(row) for row in cursor.fetchall()]
+    return inserted

@@ -1,5 +1,6 @@
 """The metric registry (semantics §1): read from its table into plain data for the engine."""
 
+import time
 from dataclasses import dataclass, field
 
 
@@ -47,6 +48,27 @@ def load_registry() -> Registry:
     )
 
 
+# Report intake reads the registry for every report, and it changes only when metrics are seeded
+# (at migrate): a process keeps what it read for this many seconds (`current_registry`).
+REGISTRY_SECONDS = 30.0
+_kept: dict[str, tuple[float, Registry]] = {}
+
+
+def current_registry() -> Registry:
+    """The registry as read at most `REGISTRY_SECONDS` ago by this process: for the per-report
+    path, where a read of the table would be one more round trip each time."""
+    now = time.monotonic()
+    kept = _kept.get("registry")
+    if kept is None or now >= kept[0]:
+        kept = _kept["registry"] = (now + REGISTRY_SECONDS, load_registry())
+    return kept[1]
+
+
+def forget_registry() -> None:
+    """The next `current_registry` reads the table again."""
+    _kept.clear()
+
+
 def families_sql() -> str:
     """A SELECT of every name in the families of the metrics given as one text[] parameter,
     resolved as `Registry.family` resolves each — the registry entry of that name, else the
@@ -70,6 +92,7 @@ def seed_default_metrics(model, *, using: str = "default") -> None:
     """Insert the registry of settings.CAUTERWEB_DEFAULT_METRICS where missing (semantics §1)."""
     from django.conf import settings
 
+    forget_registry()
     for name, tier, higher_is_better, aliases in settings.CAUTERWEB_DEFAULT_METRICS:
         model.objects.using(using).get_or_create(
             name=name,

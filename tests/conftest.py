@@ -69,6 +69,15 @@ def pytest_runtest_setup(item):
 
 
 @pytest.fixture(autouse=True)
+def _metric_registry_read_afresh():
+    """Report intake keeps the metric registry it read (`lifecycle.metrics.current_registry`);
+    a test that changes the registry must not meet the one an earlier test read."""
+    from lifecycle.metrics import forget_registry
+
+    forget_registry()
+
+
+@pytest.fixture(autouse=True)
 def _tasks_run_in_process(request):
     """Kicked rounds run inline, as on the embedded default, even when CI configures a broker:
     only tests marked `redis` talk to real workers, and a test must not leave tasks queued for

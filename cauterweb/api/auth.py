@@ -33,6 +33,8 @@ def token_for_key(key: str) -> ApiToken | None:
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+        # The cache holds a copy: without this, every request until it expires wrote again.
+        live_token_remember(token)
     return token
 
 

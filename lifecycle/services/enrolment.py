@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import connection
 
 from ..atoms import notice_metric
-from ..metrics import Registry, load_registry
+from ..metrics import Registry, current_registry
 from ..models import Exposure, Report, Rule, RuleState, TrialEnrolment
 
 
@@ -59,7 +59,7 @@ def sessions_report(*, reports: list[Report], now: datetime) -> None:
     registry = None
     for session_id, seen in _sessions(reports).items():
         if registry is None and (seen["notices"] or (randomized and seen["metrics"])):
-            registry = load_registry()
+            registry = current_registry()
         hit = hit_names(seen["notices"], registry) if seen["notices"] else []
         any_notice = bool(seen["notices"])
         if randomized:

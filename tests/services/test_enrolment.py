@@ -217,6 +217,7 @@ def test_a_batch_takes_the_same_statements_with_100_or_2000_candidates(settings,
         full_trials(ids, 5)
 
     more_full_candidates(0, 95)
+    one_report(0)  # the metric registry read once (`lifecycle.metrics.current_registry`)
     few = one_report(1)
     more_full_candidates(95, 1_900)
     assert Rule.objects.filter(state="candidate").count() == 2_000
@@ -225,4 +226,4 @@ def test_a_batch_takes_the_same_statements_with_100_or_2000_candidates(settings,
     assert set(
         Rule.objects.filter(id__startswith="FULL-").values_list("trial_sessions", flat=True)
     ) == {5}
-    assert set(Rule.objects.filter(id__in=open_ids).values_list("trial_sessions", flat=True)) == {2}
+    assert set(Rule.objects.filter(id__in=open_ids).values_list("trial_sessions", flat=True)) == {3}
