@@ -11,8 +11,8 @@ import json
 import threading
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
-import requests
 from celery.signals import task_postrun
 from django.core.management import call_command
 
@@ -27,8 +27,7 @@ class Harness:
 
     def __init__(self, base_url: str, token: str):
         self.base = base_url
-        self.http = requests.Session()
-        self.http.headers["Authorization"] = f"Bearer {token}"
+        self.http = httpx.Client(headers={"Authorization": f"Bearer {token}"})
         schema = self.http.get(f"{base_url}/api/v1/openapi.json", timeout=10).json()
         self.operations = {
             op["operationId"]: (method.upper(), path)
@@ -36,7 +35,7 @@ class Harness:
             for method, op in ops.items()
         }
 
-    def call(self, operation_id: str, *, path_params=None, **kwargs) -> requests.Response:
+    def call(self, operation_id: str, *, path_params=None, **kwargs) -> httpx.Response:
         method, path = self.operations[operation_id]
         response = self.http.request(
             method, self.base + path.format(**(path_params or {})), timeout=30, **kwargs
