@@ -2,7 +2,8 @@
 
 Line-oriented input (JSON Lines files and API batches) is read into numbered objects; every
 check names the line and the field at fault, so a caller can report all bad lines and write
-nothing. Candidate fields, metric names and rule ids are checked here and nowhere else.
+nothing. The checks of a field are here and nowhere else: the models of `lifecycle.inputs`
+(reports, candidates) call them for each field, and the API publishes those models.
 """
 
 import hashlib
@@ -11,7 +12,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import atoms as atom_lib
 from . import jsonsafe, limits
 from .metrics import Registry, load_registry
 from .timebounds import parse_bounded_time
@@ -93,14 +93,6 @@ def numbered(objects: Iterable[object]) -> list[tuple[int, object, LineError | N
     return [(n, obj, None) for n, obj in enumerate(objects, start=1)]
 
 
-def unknown_keys(number: int, obj: dict, allowed: set[str]) -> list[LineError]:
-    return [
-        LineError(number, key, f"unknown field (allowed: {', '.join(sorted(allowed))})")
-        for key in obj
-        if key not in allowed
-    ]
-
-
 class FilterError(ValueError):
     """A filter value outside the vocabulary; `field` names the filter at fault."""
 
@@ -146,54 +138,7 @@ def check_rule_id(rule_id: object) -> str | None:
     return rule_id.strip()
 
 
-def candidate_fields(
-    *,
-    trigger: str,
-    directive: str,
-    scope: str = "global",
-    metric: str = "",
-    signature: list | None = None,
-    tags: list | None = None,
-    source_case: str = "",
-    source_notice: str = "",
-) -> dict:
-    """Validate and normalise a candidate's fields; raises InvalidRule naming the field."""
-    trigger = _rule_text(trigger, "trigger", limits.TRIGGER, "is required (the 'when …' part)")
-    directive = _rule_text(
-        directive, "directive", limits.DIRECTIVE, "is required (the 'do …' part)"
-    )
-    scope = _rule_text(scope, "scope", limits.SCOPE, "must be a non-empty name")
-    if not isinstance(metric, str):
-        raise InvalidRule("metric must be a metric name", field="metric")
-    metric = _rule_text(metric, "metric", limits.METRIC_NAME, "", required=False)
-    try:
-        signature = atom_lib.parse_atoms(signature if signature is not None else [])
-    except atom_lib.BadAtom as exc:
-        raise InvalidRule(f"signature: {exc}", field="signature") from None
-    _bounded_count(signature, "signature", limits.ATOMS)
-    if tags is None:
-        tags = []
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise InvalidRule("tags must be a list of strings", field="tags")
-    _bounded_count(tags, "tags", limits.TAGS)
-    tags = [_rule_text(t, "tags", limits.TAG, "", required=False) for t in tags]
-    if not isinstance(source_case, str) or not isinstance(source_notice, str):
-        raise InvalidRule("source_case and source_notice must be strings", field="source_case")
-    return {
-        "trigger": trigger,
-        "directive": directive,
-        "scope": scope,
-        "metric": metric,
-        "signature": signature,
-        "tags": sorted(set(tags)),
-        "source_case": _rule_text(source_case, "source_case", limits.SOURCE_CASE, "", False),
-        "source_notice": _rule_text(
-            source_notice, "source_notice", limits.SOURCE_NOTICE, "", False
-        ),
-    }
-
-
-def _rule_text(value: object, field: str, limit: int, missing: str, required: bool = True) -> str:
+def rule_text(value: object, field: str, limit: int, missing: str, required: bool = True) -> str:
     """A stripped text within its limit (`lifecycle.limits`) that storage can hold."""
     if not isinstance(value, str) or (required and not value.strip()):
         raise InvalidRule(f"{field} {missing}".strip(), field=field)
@@ -210,16 +155,9 @@ def _rule_text(value: object, field: str, limit: int, missing: str, required: bo
 
 def review_reason(reason: object) -> str:
     """A reviewer's reason to retire a rule by hand: required, bounded, storable."""
-    return _rule_text(
+    return rule_text(
         reason or "", "reason", limits.REVIEW_REASON, "is required to retire a rule by hand"
     )
-
-
-def _bounded_count(items: list, field: str, limit: int) -> None:
-    try:
-        limits.check_count(items, field=field, limit=limit)
-    except limits.TooLarge as exc:
-        raise InvalidRule(str(exc), field=field) from None
 
 
 def trajectory_size_errors(obj: dict, *, json_bytes: bool = True) -> list[tuple[str, str]]:
@@ -266,21 +204,6 @@ def _json_size_errors(parts: list[tuple[str, object, int]]) -> list[tuple[str, s
             limits.check_json_size(value, field=name, limit=limit)
         except limits.TooLarge as exc:
             wrong.append((name, str(exc).removeprefix(f"{name} ")))
-    return wrong
-
-
-def report_size_errors(obj: dict) -> list[tuple[str, str]]:
-    """(field, message) for every list of a report over its limit (`lifecycle.limits`)."""
-    wrong = []
-    for name, limit in (("notices", limits.ATOMS), ("rules_read", limits.RULES_READ)):
-        items = obj.get(name)
-        if isinstance(items, list) and len(items) > limit:
-            wrong.append((name, f"has {len(items):,} items; the limit is {limit:,}"))
-    rules_read = obj.get("rules_read")
-    if isinstance(rules_read, list) and any(
-        isinstance(r, str) and len(r) > limits.RULE_ID for r in rules_read
-    ):
-        wrong.append(("rules_read", f"a rule id is longer than {limits.RULE_ID} characters"))
     return wrong
 
 

@@ -2,13 +2,14 @@
 
 from ninja import Router
 
+from lifecycle.inputs import CandidateIn
 from lifecycle.services.candidates import candidates_record
 
 from . import bodies
 from .auth import WRITE, request_actor
 from .errors import ERRORS
 from .presenters import rule_out
-from .schemas import CandidateIn, CandidatesOut
+from .schemas import CandidatesOut
 
 router = Router(tags=["rules"])
 

@@ -2,12 +2,13 @@
 
 from ninja import Router
 
+from lifecycle.inputs import ReportIn
 from lifecycle.services.reports import reports_ingest
 
 from . import bodies
 from .auth import WRITE, request_actor
 from .errors import ERRORS
-from .schemas import ImportOut, ReportIn
+from .schemas import ImportOut
 
 router = Router(tags=["reports"])
 

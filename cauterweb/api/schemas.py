@@ -37,44 +37,11 @@ class ErrorOut(Schema):
     errors: list[ErrorItem] = Field(default_factory=list)
 
 
-# ---- input bodies (documented; parsed by the intake code so the CLI and API agree) ---------
+# ---- input bodies ----------------------------------------------------------------------------
+# The lines of the batch endpoints are the models of `lifecycle.inputs`: the API publishes the
+# models the intake code validates each line with, so the command line and the API agree.
 
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl")
-
-
-class CandidateIn(Schema):
-    trigger: str = Field(description="the 'when …' part")
-    directive: str = Field(description="the 'do …' part")
-    id: str | None = Field(None, description="kept as the rule's id; default: a fresh R-… id")
-    scope: str = "global"
-    metric: str | None = Field(None, description="a registered metric name or alias")
-    signature: list[str] = Field(default_factory=list, examples=[["action:git.push"]])
-    tags: list[str] = Field(default_factory=list)
-    source_case: str | None = None
-    source_notice: str | None = None
-
-
-class ReportIn(Schema):
-    session_id: str
-    at: datetime
-    notices: list[str] = Field(default_factory=list, examples=[["breach:task_completion"]])
-    metrics: dict[str, float] = Field(default_factory=dict)
-    rules_read: list[str] = Field(default_factory=list)
-
-
-class TrajectoryIn(Schema):
-    """One corpus line (semantics §2); any further semantics §2 field is accepted."""
-
-    id: str
-    kind: Literal["failure", "success", "near_miss"]
-    task: str
-    steps: list[Any]
-    outcome: Any
-    metrics: dict[str, float]
-    signature: list[str] = Field(
-        default_factory=list,
-        description="derived from the steps when absent or empty (semantics §19)",
-    )
 
 
 class RetireIn(Schema):

@@ -4,12 +4,13 @@ import json
 
 from ninja import Router
 
+from lifecycle.inputs import TrajectoryIn
 from lifecycle.services.corpus import import_corpus
 
 from . import bodies
 from .auth import WRITE, request_actor
 from .errors import ERRORS
-from .schemas import ImportOut, TrajectoryIn
+from .schemas import ImportOut
 
 router = Router(tags=["corpus"])
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from django.db import transaction
 
 from .. import signals
+from ..inputs import CandidateIn, line_fields
 from ..models import Rule
 from ..states import Actor
 from ..validation import (
@@ -14,53 +15,24 @@ from ..validation import (
     ImportResult,
     InvalidRule,
     LineError,
-    candidate_fields,
     check_metric,
     check_rule_id,
     rule_content_hash,
-    unknown_keys,
 )
 from .rules import rule_record_candidate
 
-CANDIDATE_KEYS = {
-    "id",
-    "trigger",
-    "directive",
-    "scope",
-    "metric",
-    "signature",
-    "tags",
-    "source_case",
-    "source_notice",
-}
-
 
 def _candidate_line(number: int, obj: object) -> tuple[dict | None, list[LineError]]:
-    """One line's fields (with `rule_id`), or the line's errors."""
-    if not isinstance(obj, dict):
-        return None, [LineError(number, "", "each line must be a JSON object")]
-    errors = unknown_keys(number, obj, CANDIDATE_KEYS)
-    try:
-        fields = candidate_fields(
-            trigger=obj.get("trigger", ""),
-            directive=obj.get("directive", ""),
-            scope=obj.get("scope", "global"),
-            metric=obj.get("metric") or "",
-            signature=obj.get("signature"),
-            tags=obj.get("tags"),
-            source_case=obj.get("source_case") or "",
-            source_notice=obj.get("source_notice") or "",
-        )
-    except InvalidRule as exc:
-        return None, [*errors, LineError(number, exc.field, str(exc))]
-    for check, value in ((check_metric, fields["metric"]), (check_rule_id, obj.get("id"))):
-        try:
-            check(value)
-        except InvalidRule as exc:
-            errors.append(LineError(number, exc.field, str(exc)))
+    """One line's fields (with `rule_id`), checked by `CandidateIn`, or the line's errors."""
+    line, errors = line_fields(CandidateIn, number, obj)
     if errors:
         return None, errors
-    return {**fields, "rule_id": check_rule_id(obj.get("id"))}, []
+    fields = line.model_dump(exclude={"id"})
+    try:
+        check_metric(fields["metric"])
+    except InvalidRule as exc:
+        return None, [LineError(number, exc.field, str(exc))]
+    return {**fields, "rule_id": line.id}, []
 
 
 def _given_id(obj: object) -> str | None:

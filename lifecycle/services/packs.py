@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as SchemaError
 
 from lifecycle import journal, jsonsafe, signals
+from lifecycle.inputs import candidate_fields
 from lifecycle.journal import DECISION_TYPES, EventType
 from lifecycle.services.rules import rule_record_candidate
 from lifecycle.validation import (
     InvalidRule,
-    candidate_fields,
     check_metric,
     content_hash,
     rule_content_hash,

@@ -12,67 +12,21 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .. import atoms as atom_lib
 from .. import bulk, journal, signals
+from ..inputs import ReportIn, line_fields
 from ..journal import EventType
 from ..models import Report, Rule, RuleRead
-from ..validation import (
-    ImportRejected,
-    ImportResult,
-    LineError,
-    content_hash,
-    parse_metrics,
-    parse_time,
-    report_size_errors,
-    unknown_keys,
-)
+from ..validation import ImportRejected, ImportResult, LineError, content_hash
 from .enrolment import sessions_report
-
-REPORT_KEYS = {"session_id", "at", "notices", "metrics", "rules_read"}
 
 
 def parse_report(number: int, obj: object) -> tuple[dict | None, list[LineError]]:
-    if not isinstance(obj, dict):
-        return None, [LineError(number, "", "each line must be a JSON object")]
-    errors = unknown_keys(number, obj, REPORT_KEYS)
-    errors += [LineError(number, f, m) for f, m in report_size_errors(obj)]
-    session_id = obj.get("session_id")
-    if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 128:
-        errors.append(
-            LineError(number, "session_id", "is required: a string of at most 128 characters")
-        )
-    at = None
-    if "at" not in obj:
-        errors.append(LineError(number, "at", "is required (ISO 8601)"))
-    else:
-        try:
-            at = parse_time(obj["at"])
-        except ValueError as exc:
-            errors.append(LineError(number, "at", str(exc)))
-    try:
-        notices = atom_lib.parse_atoms(obj.get("notices") or [], notices_only=True)
-    except atom_lib.BadAtom as exc:
-        errors.append(LineError(number, "notices", str(exc)))
-        notices = []
-    try:
-        metrics = parse_metrics(obj.get("metrics") or {})
-    except ValueError as exc:
-        errors.append(LineError(number, "metrics", str(exc)))
-        metrics = {}
-    rules_read = obj.get("rules_read") or []
-    if not isinstance(rules_read, list) or not all(isinstance(r, str) for r in rules_read):
-        errors.append(LineError(number, "rules_read", "must be a list of rule ids"))
+    """One line's fields, checked by `ReportIn`, or the line's errors."""
+    line, errors = line_fields(ReportIn, number, obj)
     if errors:
         return None, errors
-    fields = {
-        "session_id": session_id.strip(),
-        "at": at,
-        "notices": notices,
-        "metrics": metrics,
-        "rules_read": list(dict.fromkeys(rules_read)),
-        "has_notice": bool(notices),
-    }
-    fields["content_hash"] = content_hash({**fields, "at": at.isoformat()})
+    fields = {**line.__dict__, "has_notice": bool(line.notices)}
+    fields["content_hash"] = content_hash({**fields, "at": line.at.isoformat()})
     return fields, []
 
 

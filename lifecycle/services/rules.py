@@ -19,6 +19,7 @@ from django.utils import timezone
 from .. import journal, signals
 from ..baseline import baseline
 from ..bulk import update_from_values
+from ..inputs import candidate_fields
 from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
@@ -28,7 +29,6 @@ from ..tasks import rule_compare_enqueue
 from ..validation import (
     MAX_RULE_ID,
     InvalidRule,
-    candidate_fields,
     check_metric,
     check_rule_id,
     review_reason,
