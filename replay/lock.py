@@ -1,12 +1,14 @@
 """The single-flight round lock (semantics §9.1): at most one round at a time across all workers,
 and a lock that expires if its holder dies.
 
-Redis (`SET NX PX`) when `CAUTERWEB_LOCK_URL` is a Redis URL; otherwise the EngineLock row,
+Redis (redis-py's `Lock`: `SET NX PX`, and a token compared and acted on in one step to extend or
+release) when `CAUTERWEB_LOCK_URL` is a Redis URL; otherwise the EngineLock row,
 claimed by a conditional UPDATE — 0 rows updated means someone else holds it. The holder
 extends the lock while it works, so the expiry only has to outlast one case, not a round.
 """
 
 import secrets
+from contextlib import suppress
 from datetime import timedelta
 from functools import cache
 
@@ -18,14 +20,6 @@ from django.utils import timezone
 from .models import EngineLock
 
 ROUND_LOCK = "validation-round"
-# Release and extend only if we still hold it: compare and act in one Redis step.
-_RELEASE = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
-)
-_EXTEND = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
-    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
-)
 
 
 def lock_ttl_s() -> float:
@@ -49,11 +43,20 @@ def _redis_key(name: str) -> str:
     return f"cauterweb:lock:{name}"
 
 
+def _redis_lock(url: str, name: str, holder: str, ttl_s: float | None = None):
+    """redis-py's Lock on the key, held by `holder` (its token) whichever process asks."""
+    from redis.lock import Lock
+
+    redis_lock = Lock(redis_client(url), _redis_key(name), timeout=ttl_s, thread_local=False)
+    redis_lock.local.token = holder
+    return redis_lock
+
+
 def acquire(holder: str, *, name: str = ROUND_LOCK, ttl_s: float | None = None) -> bool:
     ttl_s = lock_ttl_s() if ttl_s is None else ttl_s
     url = settings.CAUTERWEB_LOCK_URL
     if url.startswith("redis"):
-        return bool(redis_client(url).set(_redis_key(name), holder, nx=True, px=int(ttl_s * 1000)))
+        return _redis_lock(url, name, holder, ttl_s).acquire(blocking=False, token=holder)
     now = timezone.now()
     if not EngineLock.objects.filter(name=name).exists():
         try:
@@ -74,7 +77,12 @@ def extend(holder: str, *, name: str = ROUND_LOCK, ttl_s: float | None = None) -
     ttl_s = lock_ttl_s() if ttl_s is None else ttl_s
     url = settings.CAUTERWEB_LOCK_URL
     if url.startswith("redis"):
-        return bool(redis_client(url).eval(_EXTEND, 1, _redis_key(name), holder, int(ttl_s * 1000)))
+        from redis.exceptions import LockError
+
+        try:
+            return _redis_lock(url, name, holder, ttl_s).extend(ttl_s, replace_ttl=True)
+        except LockError:  # expired, or taken by another holder since
+            return False
     return (
         EngineLock.objects.filter(name=name, holder=holder).update(
             expires_at=timezone.now() + timedelta(seconds=ttl_s)
@@ -86,6 +94,9 @@ def extend(holder: str, *, name: str = ROUND_LOCK, ttl_s: float | None = None) -
 def release(holder: str, *, name: str = ROUND_LOCK) -> None:
     url = settings.CAUTERWEB_LOCK_URL
     if url.startswith("redis"):
-        redis_client(url).eval(_RELEASE, 1, _redis_key(name), holder)
+        from redis.exceptions import LockError
+
+        with suppress(LockError):  # expired, or taken by another holder since: not ours
+            _redis_lock(url, name, holder).release()
         return
     EngineLock.objects.filter(name=name, holder=holder).update(holder="", expires_at=None)
