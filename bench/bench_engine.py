@@ -48,7 +48,7 @@ from lifecycle.models import (  # noqa: E402
     TrialEnrolment,
 )
 from lifecycle.services.corpus import import_corpus  # noqa: E402
-from replay import receivers  # noqa: E402
+from replay import kick  # noqa: E402
 from replay.rounds import round_run  # noqa: E402
 
 N = 1000
@@ -391,7 +391,7 @@ def main() -> None:
     if connection.vendor != "postgresql":
         sys.exit("run me on PostgreSQL: DATABASE_URL=postgres://…/cw_rounds_bench")
     call_command("migrate", verbosity=0)
-    receivers.kick_round = lambda **kw: {"queued": False, "detail": "bench"}
+    kick.kick_round = lambda **kw: {"queued": False, "detail": "bench"}
     threads_only(True)
     print(f"engine bench on PostgreSQL {connection.pg_version}, N = {n} candidates", flush=True)
     wipe()

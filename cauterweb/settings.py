@@ -126,11 +126,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "cauterweb.request_id.request_id_middleware",
+    "cauterweb.middleware.request_id_middleware",
     "cauterweb.api.errors.json_error_middleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "cauterweb.chunked.chunked_body_middleware",
+    "cauterweb.middleware.chunked_body_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -139,7 +139,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "dashboard.middleware.refuse_nul_middleware",
+    "cauterweb.middleware.refuse_nul_middleware",
 ]
 
 ROOT_URLCONF = "cauterweb.urls"
@@ -342,7 +342,7 @@ _LOG_LEVEL = env_str("CAUTERWEB_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "cauterweb.request_id.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "cauterweb.middleware.RequestIdFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"}
     },

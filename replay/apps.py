@@ -8,7 +8,7 @@ class ReplayConfig(AppConfig):
     def ready(self) -> None:
         from lifecycle import signals
 
-        from . import receivers
+        from . import kick
 
         # After commit only: a round must see what asked for it.
-        signals.work_arrived.connect(receivers.kick_on_work, dispatch_uid="replay.kick")
+        signals.work_arrived.connect(kick.kick_on_work, dispatch_uid="replay.kick")

@@ -11,6 +11,12 @@ import logging
 logger = logging.getLogger(__name__)
 
 
+def kick_on_work(sender, *, reason: str, **kwargs) -> None:
+    """What the engine does when the lifecycle announces work (`lifecycle.signals.work_arrived`,
+    connected in replay/apps.py): kick a round."""
+    kick_round(reason=reason)
+
+
 def kick_round(*, reason: str) -> dict:
     """Enqueue a round. Returns {"queued": bool, "detail": str}."""
     from .tasks import round_run_task

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from cauterweb.request_id import current_request_id
+from cauterweb.middleware import current_request_id
 from lifecycle.cursor import InvalidCursor
 from lifecycle.selectors.rules import RuleNotFound
 from lifecycle.services.packs import InvalidSelection, PackRejected

@@ -37,7 +37,7 @@ ROW_KEYS = {
 @pytest.fixture
 def committed(db, monkeypatch, django_capture_on_commit_callbacks):
     """Run what each change enqueues on commit (the scoring task, eagerly), without rounds."""
-    monkeypatch.setattr("replay.receivers.kick_round", lambda **kwargs: None)
+    monkeypatch.setattr("replay.kick.kick_round", lambda **kwargs: None)
     return lambda: django_capture_on_commit_callbacks(execute=True)
 
 

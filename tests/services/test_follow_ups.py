@@ -22,7 +22,7 @@ RULE = {"trigger": "when git push fails", "directive": "pull first", "scope": "g
 def follow_ups(monkeypatch):
     """The rounds kicked and duplicate checks enqueued, in order, instead of running them."""
     seen = []
-    monkeypatch.setattr("replay.receivers.kick_round", lambda *, reason: seen.append(reason))
+    monkeypatch.setattr("replay.kick.kick_round", lambda *, reason: seen.append(reason))
     monkeypatch.setattr(
         "lifecycle.services.rules.rule_compare_enqueue",
         lambda rule_id: seen.append(f"compare {rule_id}"),
