@@ -1,0 +1,36 @@
+"""A report's way to its rule's page stays short (scripts/walk_report.py lists it): the modules of
+the project a POST /reports runs, and those of the rule page it leads to."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("walk_report", ROOT / "scripts" / "walk_report.py")
+walk = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(walk)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_report_runs_under_20_modules_and_its_rule_page_20(
+    monkeypatch, django_capture_on_commit_callbacks
+):
+    from replay.tasks import round_run_task
+
+    monkeypatch.setattr(round_run_task, "delay", lambda **kwargs: None)
+    rule, agent, viewer = walk.actors()
+    with django_capture_on_commit_callbacks(execute=True):
+        walk.walk_once(0, rule, agent, viewer)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        recorders = walk.walk_once(1, rule, agent, viewer)
+    assert callbacks, "the report asked for a round"
+    post = set(recorders["POST /api/v1/reports"].modules)
+    page = set(recorders[f"GET /rules/{rule.id}/"].modules)
+    # (The round it asks for is kicked on commit, after the recorded request here.)
+    assert {"lifecycle/services/reports.py", "cauterweb/api/reports.py"} <= post
+    assert len(post) < 20, sorted(post)
+    assert "dashboard/views/rules.py" in page and len(page) <= 20, sorted(page)
+    # Library and test code is not counted.
+    assert all(not m.startswith((".venv", "tests/")) for m in post | page)
