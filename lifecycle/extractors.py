@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-import requests
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -438,6 +437,8 @@ def llm_proposal(failure: dict, *, timeout_s: float = 60.0) -> Proposal:
             {"role": "user", "content": _llm_user_message(failure)},
         ],
     }
+    import requests  # by the LLM extractor alone: every command would pay for it at start-up
+
     try:
         response = requests.post(url, json=payload, headers=headers, timeout=timeout_s)
         response.raise_for_status()
