@@ -39,6 +39,7 @@ from . import atoms as atom_lib
 from .metrics import load_registry
 from .models import Trajectory, TrajectoryAtom, TrajectoryKind
 from .states import Actor
+from .tasks import compared_in_one_task
 
 # How a directive names the step the successes took. Unknown actions fall back to the command.
 ACTION_PHRASES = {
@@ -503,7 +504,7 @@ def extract_candidates(*, llm: bool = False, case_ids: list[str] | None = None) 
 def _record(run: ExtractionRun) -> None:
     """Every proposal recorded as a candidate by its extractor, all or nothing."""
     # One round for the whole run, not one per candidate (semantics §9.1).
-    with signals.one_announcement(), transaction.atomic():
+    with signals.one_announcement(), compared_in_one_task(), transaction.atomic():
         for p in run.proposals:
             rule, created = rule_record_candidate(
                 actor=Actor.extractor(p.extractor),

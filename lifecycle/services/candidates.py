@@ -9,6 +9,7 @@ from django.db import transaction
 from .. import signals
 from ..models import Rule
 from ..states import Actor
+from ..tasks import compared_in_one_task
 from ..validation import (
     ImportRejected,
     ImportResult,
@@ -120,7 +121,7 @@ def candidates_record(
     good = parse_candidates(rows)
     result = ImportResult()
     rules = []
-    with signals.one_announcement(), transaction.atomic():
+    with signals.one_announcement(), compared_in_one_task(), transaction.atomic():
         for number, fields in good:
             rule_id = fields.pop("rule_id")
             try:

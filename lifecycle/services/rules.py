@@ -19,12 +19,13 @@ from django.utils import timezone
 from .. import journal, signals
 from ..baseline import baseline
 from ..bulk import update_from_values
+from ..duplicate_keys import index_rules
 from ..journal import EventType
 from ..metrics import load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
 from ..selectors.rules import RuleNotFound
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
-from ..tasks import rule_compare_enqueue
+from ..tasks import rule_compare_on_commit
 from ..validation import (
     MAX_RULE_ID,
     InvalidRule,
@@ -151,6 +152,8 @@ def _insert_candidate(*, actor, rule_id, fields, digest, replaces, provenance, n
     except IntegrityError:
         # Someone recorded the same id a moment ago: the caller sees theirs, not a 500.
         raise InvalidRule(f"rule {rule.id} already exists", field="id") from None
+    # Filed where the duplicate check of later candidates looks (lifecycle/duplicate_keys.py).
+    index_rules([rule])
     return rule
 
 
@@ -182,7 +185,7 @@ def _after_recording(rule_id: str) -> None:
     """On commit: compare the rule with its source case's expected rule and with its live
     neighbours, off the write path (the comparator is slow and never blocks recording), and
     ask for a round."""
-    transaction.on_commit(lambda: rule_compare_enqueue(rule_id))
+    rule_compare_on_commit(rule_id)
     signals.announce("candidate")
 
 
