@@ -74,8 +74,8 @@ LIVE = (RuleState.CANDIDATE, RuleState.ACTIVE)
 
 def _block(rule: Rule, family: frozenset[str]) -> list[str]:
     """The ids of the live rules of the scope filed under the rule's signature keys: every rule
-    it could duplicate. More than DUPLICATE_COMPARE of them: the DUPLICATE_COMPARE sharing the
-    most words of its text (then the newest)."""
+    it could duplicate. More than DUPLICATE_COMPARE of them: DUPLICATE_COMPARE, those sharing
+    the most words of its text first (then the newest), then the first others the index gave."""
     keys = duplicate_keys.lookup_keys(rule.signature, rule.metric, family)
     if not keys:
         return []
@@ -89,9 +89,8 @@ def _block(rule: Rule, family: frozenset[str]) -> list[str]:
     # whole block, and this many hold more than DUPLICATE_COMPARE rules: no DISTINCT, no sort,
     # the index is read until the limit.
     enough = (limits.DUPLICATE_COMPARE + 1) * len(keys)
-    rows = list(block.values_list("rule_id", flat=True)[:enough])
-    ids = list(dict.fromkeys(rows))
-    if len(rows) < enough or len(ids) <= limits.DUPLICATE_COMPARE:
+    ids = list(dict.fromkeys(block.values_list("rule_id", flat=True)[:enough]))
+    if len(ids) <= limits.DUPLICATE_COMPARE:
         return ids
     ranked = (
         DuplicateKey.objects.filter(
@@ -103,7 +102,8 @@ def _block(rule: Rule, family: frozenset[str]) -> list[str]:
         .annotate(shared=Count("id"))
         .order_by("-shared", "-rule__recorded_at", "-rule_id")
     )
-    return [row["rule_id"] for row in ranked[: limits.DUPLICATE_COMPARE]]
+    ranked = [row["rule_id"] for row in ranked[: limits.DUPLICATE_COMPARE]]
+    return list(dict.fromkeys(ranked + ids))[: limits.DUPLICATE_COMPARE]
 
 
 def _live_heads(rule: Rule, family: frozenset[str]) -> list[tuple[Rule, dict]]:
