@@ -29,13 +29,16 @@ def rules_compare_task(*, rule_ids: list[str]) -> None:
     """`rule_compare_task` for every candidate of a bulk record, in the order recorded, in one
     task: the metric registry read once, the comparator loaded once."""
     from .metrics import load_registry
+    from .models import Rule
     from .services.comparisons import rule_store_comparison
     from .services.duplicates import rule_check_duplicate
 
     registry = load_registry()
+    rules = Rule.objects.in_bulk(rule_ids)
     for rule_id in rule_ids:
-        rule_store_comparison(rule_id=rule_id)
-        rule_check_duplicate(rule_id=rule_id, registry=registry)
+        if rule_id in rules:
+            rule_store_comparison(rule_id=rule_id, rule=rules[rule_id])
+            rule_check_duplicate(rule_id=rule_id, registry=registry, rule=rules[rule_id])
 
 
 @shared_task(name="lifecycle.tasks.rules_rescore_task", ignore_result=True)

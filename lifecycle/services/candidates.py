@@ -7,6 +7,7 @@ from datetime import datetime
 from django.db import transaction
 
 from .. import signals
+from ..metrics import load_registry
 from ..models import Rule
 from ..states import Actor
 from ..tasks import compared_in_one_task
@@ -21,7 +22,7 @@ from ..validation import (
     rule_content_hash,
     unknown_keys,
 )
-from .rules import rule_record_candidate
+from .rules import Recording, rule_record_candidate
 
 CANDIDATE_KEYS = {
     "id",
@@ -36,7 +37,7 @@ CANDIDATE_KEYS = {
 }
 
 
-def _candidate_line(number: int, obj: object) -> tuple[dict | None, list[LineError]]:
+def _candidate_line(number: int, obj: object, registry) -> tuple[dict | None, list[LineError]]:
     """One line's fields (with `rule_id`), or the line's errors."""
     if not isinstance(obj, dict):
         return None, [LineError(number, "", "each line must be a JSON object")]
@@ -54,7 +55,11 @@ def _candidate_line(number: int, obj: object) -> tuple[dict | None, list[LineErr
         )
     except InvalidRule as exc:
         return None, [*errors, LineError(number, exc.field, str(exc))]
-    for check, value in ((check_metric, fields["metric"]), (check_rule_id, obj.get("id"))):
+    checks = (
+        (lambda m: check_metric(m, registry), fields["metric"]),
+        (check_rule_id, obj.get("id")),
+    )
+    for check, value in checks:
         try:
             check(value)
         except InvalidRule as exc:
@@ -77,8 +82,9 @@ def parse_candidates(rows) -> list[tuple[int, dict]]:
     good: list[tuple[int, dict]] = []
     errors: list[LineError] = []
     seen_ids: dict[str, int] = {}
+    registry = load_registry()
     for number, obj, error in rows:
-        fields, line_errors = (None, [error]) if error else _candidate_line(number, obj)
+        fields, line_errors = (None, [error]) if error else _candidate_line(number, obj, registry)
         rule_id = _given_id(obj)
         if rule_id in seen_ids:
             line_errors.append(
@@ -122,11 +128,12 @@ def candidates_record(
     result = ImportResult()
     rules = []
     with signals.one_announcement(), compared_in_one_task(), transaction.atomic():
+        recording = Recording([fields["rule_id"] for _, fields in good])
         for number, fields in good:
             rule_id = fields.pop("rule_id")
             try:
                 rule, created = rule_record_candidate(
-                    actor=actor, rule_id=rule_id, now=now, **fields
+                    actor=actor, rule_id=rule_id, now=now, recording=recording, **fields
                 )
             except InvalidRule as exc:
                 raise ImportRejected([LineError(number, exc.field, str(exc))]) from None
@@ -136,4 +143,5 @@ def candidates_record(
                 result.created += 1
             else:
                 result.unchanged += 1
+        recording.finish()
     return result, rules

@@ -160,13 +160,19 @@ def probable_duplicate(
 
 
 def rule_check_duplicate(
-    *, rule_id: str, now: datetime | None = None, registry: Registry | None = None
+    *,
+    rule_id: str,
+    now: datetime | None = None,
+    registry: Registry | None = None,
+    rule: Rule | None = None,
 ) -> Rule | None:
     """Link a recorded candidate to the live rule it duplicates and journal
     `rule_duplicate_suspected`, as the one who recorded it. Runs after the recording commits
     (`lifecycle.tasks`); checking twice journals once. Returns the other rule, or None. A
     comparator that cannot load never blocks recording a rule: the check is skipped."""
-    rule = Rule.objects.filter(pk=rule_id, duplicate_of__isnull=True).first()
+    if rule is None or rule.duplicate_of_id is not None:
+        # (`rule`: the rule as just read by the caller; a batch reads its rules at once.)
+        rule = Rule.objects.filter(pk=rule_id, duplicate_of__isnull=True).first()
     if rule is None:
         return None
     try:
