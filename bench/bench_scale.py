@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -356,10 +357,12 @@ def bench_duplicates(sizes: list[int], probes: int, pool: list[dict]) -> None:
 def bench_replay(sizes: list[int], pool: list[dict]) -> None:
     from django.conf import settings
 
+    from lifecycle.models import Rule
     from lifecycle.services.candidates import candidates_record
     from lifecycle.services.corpus import import_corpus
     from lifecycle.states import Actor
     from lifecycle.validation import read_jsonl
+    from replay.models import ValidationRound
     from replay.rounds import run_until_settled
 
     for n in sizes:
@@ -374,14 +377,24 @@ def bench_replay(sizes: list[int], pool: list[dict]) -> None:
         ]
         try:
             with Meter() as meter:
-                candidates_record(read_jsonl(lines), actor=Actor.extractor("bench"))
-                settled = run_until_settled(timeout_s=1800)
+                with Meter() as record:
+                    candidates_record(read_jsonl(lines), actor=Actor.extractor("bench"))
+                with Meter() as settle:
+                    settled = run_until_settled(timeout_s=1800)
         finally:
             settings.CAUTERWEB_REPLAY_BACKEND = ""
+        states = Counter(Rule.objects.values_list("state", flat=True))
+        replays = sum(
+            (r.summary or {}).get("replays", 0) for r in ValidationRound.objects.only("summary")
+        )
         print(
             f"record + replay to standstill, {n:,} candidates: {meter.wall / n * 1000:.2f} ms a "
-            f"candidate ({meter.cpu / n * 1000:.2f} CPU, {meter.statements / n:.1f} statements), "
-            f"{settled['rounds']} round(s)  ({load()})",
+            f"candidate ({meter.cpu / n * 1000:.2f} CPU, {meter.statements / n:.1f} statements; "
+            f"record {record.wall / n * 1000:.2f} ms, rounds {settle.wall / n * 1000:.2f} ms), "
+            f"{settled['rounds']} round(s), {dict(sorted(states.items()))}; {replays:,} replays, "
+            f"the rounds' CPU {settle.cpu / max(replays, 1) * 1000:.2f} ms and "
+            f"{settle.statements / max(replays, 1):.1f} statements a replay, instant harness "
+            f"included  ({load()})",
             flush=True,
         )
 
