@@ -86,9 +86,11 @@ def word_keys(trigger: str, directive: str) -> list[str]:
     return [f"w:{w}" for w in words(trigger, directive)]
 
 
-def index_rules(rules: Iterable, *, registry=None) -> None:
+def index_rules(rules: Iterable, *, registry=None, new: bool = False) -> None:
     """File these rules under their keys (idempotent: a key already filed is left alone).
-    Called where a rule is recorded, in its transaction."""
+    Called where a rule is recorded, in its transaction, with `new`: rules just inserted have
+    no key filed yet, so their rows go in as plain tuples (`lifecycle.bulk.insert_rows`)."""
+    from .bulk import insert_rows
     from .metrics import load_registry
     from .models import DuplicateKey
 
@@ -99,5 +101,12 @@ def index_rules(rules: Iterable, *, registry=None) -> None:
         family = registry.family(rule.metric) if registry is not None else frozenset()
         keys = signature_keys(rule.signature, rule.metric, family)
         keys.update(word_keys(rule.trigger, rule.directive))
-        rows += [DuplicateKey(rule_id=rule.id, scope=rule.scope, key=k) for k in sorted(keys)]
-    DuplicateKey.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+        rows += [(rule.id, rule.scope, k) for k in sorted(keys)]
+    if new:
+        insert_rows(DuplicateKey, ("rule_id", "scope", "key"), rows)
+        return
+    DuplicateKey.objects.bulk_create(
+        [DuplicateKey(rule_id=r, scope=s, key=k) for r, s, k in rows],
+        ignore_conflicts=True,
+        batch_size=2000,
+    )

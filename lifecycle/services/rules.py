@@ -79,7 +79,7 @@ class Recording:
         self.recorded: list[Rule] = []
 
     def finish(self) -> None:
-        index_rules(self.recorded, registry=self.registry)
+        index_rules(self.recorded, registry=self.registry, new=True)
         self.recorded = []
 
     def baseline(self, metric: str) -> tuple[float, int, int]:
@@ -199,7 +199,7 @@ def _insert_candidate(
     if recording is not None:
         recording.recorded.append(rule)
     else:
-        index_rules([rule])
+        index_rules([rule], new=True)
     return rule
 
 
