@@ -215,8 +215,9 @@ def bench_record(n: int, pool: list[dict]) -> None:
     assert result.created == n
     print(
         f"record {n} candidates + 5 reports + standstill (baseline trials): {total:.2f} s after "
-        f"start-up — record {record.wall:.2f} s ({record.cpu:.2f} CPU, {record.statements} "
-        f"statements), reports {ingest.wall:.2f} s, standstill {settle.wall:.2f} s in "
+        f"start-up, {record.cpu + ingest.cpu + settle.cpu:.2f} s CPU — record {record.wall:.2f} s ({record.cpu:.2f} CPU, {record.statements} "
+        f"statements), reports {ingest.wall:.2f} s ({ingest.cpu:.2f} CPU), standstill "
+        f"{settle.wall:.2f} s ({settle.cpu:.2f} CPU) in "
         f"{settled['rounds']} round(s)  ({load()})",
         flush=True,
     )
