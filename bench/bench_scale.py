@@ -164,12 +164,12 @@ def bench_startup(var_dir: str, repeats: int) -> None:
 # ---- record: candidates, 5 reports, standstill ----------------------------------------------
 
 
-def candidate_lines(n: int, pool: list[dict], *, prefix: str = "C") -> list[dict]:
+def candidate_lines(n: int, pool: list[dict], *, scopes: int = SCOPES) -> list[dict]:
     return [
         {
-            "id": f"{prefix}-{i:05d}",
+            "id": f"C-{i:05d}",
             **pool[i % len(pool)],
-            "scope": f"scope-{i % SCOPES}",
+            "scope": f"scope-{i % scopes}",
             "metric": "task_completion",
             "signature": [f"tool:t{i % 7}", f"error:e{i}"],
         }
@@ -359,7 +359,11 @@ def no_kick(*, reason: str) -> None:
     """In place of `replay.receivers.kick_round` where a part runs its rounds itself."""
 
 
-def bench_replay(sizes: list[int], pool: list[dict]) -> None:
+def bench_replay(sizes: list[int], pool: list[dict], per_scope: int) -> None:
+    """`per_scope` candidates to a scope (0: 50 scopes whatever the size). A replay's rule tool
+    read narrows its scope's active rules one by one (semantics §4), so with 50 scopes the
+    cost of a replay grows with the rules the round has promoted in its scope; with a fixed
+    number to a scope, the queue's size alone changes."""
     from django.conf import settings
 
     import replay.receivers
@@ -373,13 +377,14 @@ def bench_replay(sizes: list[int], pool: list[dict]) -> None:
 
     for n in sizes:
         wipe()
-        import_corpus([json.dumps(line) for line in corpus_lines(n)])
+        scopes = max(n // per_scope, 1) if per_scope else SCOPES
+        import_corpus([json.dumps(line) for line in corpus_lines(n, scopes)])
         settings.CAUTERWEB_REPLAY_BACKEND = "bench.bench_scale:instant"
         settings.CAUTERWEB_REPLAY_DESIGN = "single"
         settings.CAUTERWEB_REPLAY_CONCURRENCY = 1
         lines = [
             json.dumps({**c, "signature": ["tool:bench", f"error:e{i}"], "source_case": ""})
-            for i, c in enumerate(candidate_lines(n, pool))
+            for i, c in enumerate(candidate_lines(n, pool, scopes=scopes))
         ]
         try:
             with Meter() as meter:
@@ -400,7 +405,8 @@ def bench_replay(sizes: list[int], pool: list[dict]) -> None:
             (r.summary or {}).get("replays", 0) for r in ValidationRound.objects.only("summary")
         )
         print(
-            f"record + replay to standstill, {n:,} candidates: {meter.wall / n * 1000:.2f} ms a "
+            f"record + replay to standstill, {n:,} candidates in {scopes} scopes: "
+            f"{meter.wall / n * 1000:.2f} ms a "
             f"candidate ({meter.cpu / n * 1000:.2f} CPU, {meter.statements / n:.1f} statements; "
             f"record {record.wall / n * 1000:.2f} ms, rounds {settle.wall / n * 1000:.2f} ms), "
             f"{settled['rounds']} round(s), {dict(sorted(states.items()))}; {replays:,} replays, "
@@ -411,7 +417,7 @@ def bench_replay(sizes: list[int], pool: list[dict]) -> None:
         )
 
 
-def corpus_lines(n: int) -> list[dict]:
+def corpus_lines(n: int, scopes: int = SCOPES) -> list[dict]:
     """n failing cases, each with its own error atom, and two protected wins."""
     return [
         {
@@ -424,7 +430,7 @@ def corpus_lines(n: int) -> list[dict]:
             "signature": ["tool:bench", f"error:e{i}"],
             "notices": ["breach:task_completion"],
             "started_at": (T0 + timedelta(seconds=i)).isoformat(),
-            "replay_input": {"scope": f"scope-{i % SCOPES}"},
+            "replay_input": {"scope": f"scope-{i % scopes}"},
         }
         for i in range(n)
     ] + [
@@ -456,6 +462,7 @@ def main() -> None:
     parser.add_argument("--live", default="1000,50000")
     parser.add_argument("--probes", type=int, default=100)
     parser.add_argument("--replay", default="300,2400")
+    parser.add_argument("--per-scope", type=int, default=0, help="replay: candidates a scope")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tiny", action="store_true", help="every part at a CI size")
     args = parser.parse_args()
@@ -486,7 +493,7 @@ def main() -> None:
         if "duplicates" in parts:
             bench_duplicates([int(x) for x in args.live.split(",")], args.probes, pool)
         if "replay" in parts:
-            bench_replay([int(x) for x in args.replay.split(",")], pool)
+            bench_replay([int(x) for x in args.replay.split(",")], pool, args.per_scope)
 
 
 if __name__ == "__main__":
