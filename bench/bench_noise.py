@@ -270,8 +270,8 @@ def main() -> None:
     parser.add_argument("--no-verifier", dest="verifier", action="store_false")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    # statsmodels' Holm runs gc.collect() on every call; objects that live for the whole run
-    # are moved out of the collector's way so it costs microseconds, not tens of milliseconds.
+    # Objects that live for the whole run are moved out of the collector's way, so that a
+    # collection costs microseconds, not tens of milliseconds.
     gc.freeze()
     started = time.perf_counter()
     results = measure(args)

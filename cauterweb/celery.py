@@ -7,6 +7,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
 
 app = Celery("cauterweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+if app.conf.task_always_eager and not app.conf.broker_url:
+    # The embedded default runs every task in-process, yet Celery still takes a producer from
+    # the broker's pool for an eager call, and with no URL kombu warned "No hostname was
+    # supplied" on every command. The in-memory transport is never connected to, and this
+    # URL names a host, so there is nothing to warn about. settings.CELERY_BROKER_URL stays
+    # empty: the embedded default is read from it.
+    app.conf.broker_url = "memory://localhost/"
 app.autodiscover_tasks()
 
 

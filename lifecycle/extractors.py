@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-import requests
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -40,6 +39,7 @@ from . import atoms as atom_lib
 from .metrics import load_registry
 from .models import Trajectory, TrajectoryAtom, TrajectoryKind
 from .states import Actor
+from .tasks import compared_in_one_task
 
 # How a directive names the step the successes took. Unknown actions fall back to the command.
 ACTION_PHRASES = {
@@ -438,6 +438,8 @@ def llm_proposal(failure: dict, *, timeout_s: float = 60.0) -> Proposal:
             {"role": "user", "content": _llm_user_message(failure)},
         ],
     }
+    import requests  # by the LLM extractor alone: every command would pay for it at start-up
+
     try:
         response = requests.post(url, json=payload, headers=headers, timeout=timeout_s)
         response.raise_for_status()
@@ -502,7 +504,7 @@ def extract_candidates(*, llm: bool = False, case_ids: list[str] | None = None) 
 def _record(run: ExtractionRun) -> None:
     """Every proposal recorded as a candidate by its extractor, all or nothing."""
     # One round for the whole run, not one per candidate (semantics §9.1).
-    with signals.one_announcement(), transaction.atomic():
+    with signals.one_announcement(), compared_in_one_task(), transaction.atomic():
         for p in run.proposals:
             rule, created = rule_record_candidate(
                 actor=Actor.extractor(p.extractor),

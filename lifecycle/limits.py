@@ -49,11 +49,11 @@ METRICS = 64
 RULES_READ = 1_000
 
 # ---- the duplicate check: bounded whatever is stored ---------------------------------------
-# A new candidate is compared with the live rules of its scope. The scope is read newest first
-# and at most DUPLICATE_SCAN rules have their signatures checked; at most DUPLICATE_COMPARE of
-# the compatible ones go to the comparator, and only the first DUPLICATE_TEXT characters of each
-# side's trigger and directive are read (rules stored before these limits may be longer).
-DUPLICATE_SCAN = 2_000
+# A new candidate is compared with the live rules of its scope filed under its signature's keys
+# (lifecycle/duplicate_keys.py): at most DUPLICATE_COMPARE of them are read (the ones sharing
+# the most words first when there are more), only the compatible ones go to the comparator, and
+# only the first DUPLICATE_TEXT characters of each side's trigger and directive are read (rules
+# stored before these limits may be longer).
 DUPLICATE_COMPARE = 200
 DUPLICATE_TEXT = TRIGGER
 

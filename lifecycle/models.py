@@ -274,6 +274,30 @@ class Rule(models.Model):
         return "no verdict yet"
 
 
+class DuplicateKey(models.Model):
+    """What the duplicate check looks a candidate's possible copies up by
+    (lifecycle/services/duplicates.py, docs/matching.md "Probable duplicates"): one row per
+    (rule, key), written when the rule is recorded. A key is a signature atom the rule holds
+    (`a:`), its most specific atom (`k:`), a notice it fires on when it has no failure-mode
+    atom (`n:`), or a word of its text (`w:`). Derived data: the rule's row says what is true."""
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="+", db_index=False)
+    scope = models.CharField(max_length=128)
+    key = models.CharField(max_length=260)
+
+    class Meta:
+        indexes = [
+            # A block: the rules of a scope holding any of a few keys.
+            models.Index(fields=["scope", "key", "rule"], name="duplicatekey_block"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "key"], name="duplicatekey_rule_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} {self.key}"
+
+
 class TrialEnrolment(models.Model):
     """A session enrolled in a candidate's forward trial (semantics §8)."""
 

@@ -5,6 +5,9 @@ never by the request that recorded the rule), which is also why `.importlinter` 
 module reach back into the services that enqueue it."""
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from celery import shared_task
 
@@ -21,6 +24,23 @@ def rule_compare_task(*, rule_id: str) -> None:
     rule_check_duplicate(rule_id=rule_id)
 
 
+@shared_task(name="lifecycle.tasks.rules_compare_task", ignore_result=True)
+def rules_compare_task(*, rule_ids: list[str]) -> None:
+    """`rule_compare_task` for every candidate of a bulk record, in the order recorded, in one
+    task: the metric registry read once, the comparator loaded once."""
+    from .metrics import load_registry
+    from .models import Rule
+    from .services.comparisons import rule_store_comparison
+    from .services.duplicates import rule_check_duplicate
+
+    registry = load_registry()
+    rules = Rule.objects.in_bulk(rule_ids)
+    for rule_id in rule_ids:
+        if rule_id in rules:
+            rule_store_comparison(rule_id=rule_id, rule=rules[rule_id])
+            rule_check_duplicate(rule_id=rule_id, registry=registry, rule=rules[rule_id])
+
+
 @shared_task(name="lifecycle.tasks.rules_rescore_task", ignore_result=True)
 def rules_rescore_task(*, rule_ids: list[str]) -> None:
     """After source cases are imported or replaced: the extraction scores of their rules."""
@@ -30,10 +50,41 @@ def rules_rescore_task(*, rule_ids: list[str]) -> None:
         rule_store_comparison(rule_id=rule_id)
 
 
-def rule_compare_enqueue(rule_id: str) -> None:
-    """Enqueue `rule_compare_task`. A broker that is down never fails the request that
-    recorded the rule: the rule is stored, only its scores and duplicate link are missed."""
-    _enqueue(rule_compare_task, rule_id=rule_id)
+_batch = threading.local()
+
+
+def rule_compare_on_commit(rule_id: str) -> None:
+    """Enqueue `rule_compare_task` once the current transaction commits; inside
+    `compared_in_one_task()`, add the rule to the one task enqueued when the block ends. A
+    broker that is down never fails the request that recorded the rule: the rule is stored,
+    only its scores and duplicate link are missed."""
+    ids = getattr(_batch, "ids", None)
+    if ids is not None:
+        ids.append(rule_id)
+        return
+    from django.db import transaction
+
+    transaction.on_commit(lambda: _enqueue(rule_compare_task, rule_id=rule_id))
+
+
+@contextmanager
+def compared_in_one_task() -> Iterator[None]:
+    """The comparisons of a bulk record (a file of candidates, a pack) as one
+    `rules_compare_task`, enqueued when the current transaction commits after the outermost
+    block ends. A block that raises enqueues nothing: nothing was stored."""
+    if getattr(_batch, "ids", None) is not None:
+        yield
+        return
+    _batch.ids = []
+    try:
+        yield
+        ids = list(dict.fromkeys(_batch.ids))
+    finally:
+        _batch.ids = None
+    if ids:
+        from django.db import transaction
+
+        transaction.on_commit(lambda: _enqueue(rules_compare_task, rule_ids=ids))
 
 
 def rules_rescore_enqueue(rule_ids: list[str]) -> None:

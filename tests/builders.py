@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from lifecycle import journal
+from lifecycle.duplicate_keys import index_rules
 from lifecycle.journal import EventType
 from lifecycle.models import Rule, Trajectory
 from lifecycle.services.rules import rule_record_candidate
@@ -88,7 +89,10 @@ def make_rule(rule_id: str, **fields) -> Rule:
     fields.setdefault("author", "repair-bot")
     fields.setdefault("author_kind", "agent")
     fields.setdefault("recorded_at", T0)
-    return Rule.objects.create(id=rule_id, content_hash=rule_id, **fields)
+    rule = Rule.objects.create(id=rule_id, content_hash=rule_id, **fields)
+    # Filed for the duplicate check as recording files it (lifecycle/duplicate_keys.py).
+    index_rules([rule])
+    return rule
 
 
 def make_rules(n: int, *, prefix: str = "R", **fields) -> list[Rule]:

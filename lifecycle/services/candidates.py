@@ -8,8 +8,10 @@ from django.db import transaction
 
 from .. import signals
 from ..inputs import CandidateIn, line_fields
+from ..metrics import load_registry
 from ..models import Rule
 from ..states import Actor
+from ..tasks import compared_in_one_task
 from ..validation import (
     ImportRejected,
     ImportResult,
@@ -19,17 +21,17 @@ from ..validation import (
     check_rule_id,
     rule_content_hash,
 )
-from .rules import rule_record_candidate
+from .rules import Recording, rule_record_candidate
 
 
-def _candidate_line(number: int, obj: object) -> tuple[dict | None, list[LineError]]:
+def _candidate_line(number: int, obj: object, registry) -> tuple[dict | None, list[LineError]]:
     """One line's fields (with `rule_id`), checked by `CandidateIn`, or the line's errors."""
     line, errors = line_fields(CandidateIn, number, obj)
     if errors:
         return None, errors
     fields = line.model_dump(exclude={"id"})
     try:
-        check_metric(fields["metric"])
+        check_metric(fields["metric"], registry)
     except InvalidRule as exc:
         return None, [LineError(number, exc.field, str(exc))]
     return {**fields, "rule_id": line.id}, []
@@ -48,8 +50,9 @@ def parse_candidates(rows) -> list[tuple[int, dict]]:
     good: list[tuple[int, dict]] = []
     errors: list[LineError] = []
     seen_ids: dict[str, int] = {}
+    registry = load_registry()
     for number, obj, error in rows:
-        fields, line_errors = (None, [error]) if error else _candidate_line(number, obj)
+        fields, line_errors = (None, [error]) if error else _candidate_line(number, obj, registry)
         rule_id = _given_id(obj)
         if rule_id in seen_ids:
             line_errors.append(
@@ -92,12 +95,13 @@ def candidates_record(
     good = parse_candidates(rows)
     result = ImportResult()
     rules = []
-    with signals.one_announcement(), transaction.atomic():
+    with signals.one_announcement(), compared_in_one_task(), transaction.atomic():
+        recording = Recording([fields["rule_id"] for _, fields in good])
         for number, fields in good:
             rule_id = fields.pop("rule_id")
             try:
                 rule, created = rule_record_candidate(
-                    actor=actor, rule_id=rule_id, now=now, **fields
+                    actor=actor, rule_id=rule_id, now=now, recording=recording, **fields
                 )
             except InvalidRule as exc:
                 raise ImportRejected([LineError(number, exc.field, str(exc))]) from None
@@ -107,4 +111,5 @@ def candidates_record(
                 result.created += 1
             else:
                 result.unchanged += 1
+        recording.finish()
     return result, rules

@@ -16,12 +16,15 @@ from ..selectors.extraction import score_rule
 log = logging.getLogger(__name__)
 
 
-def rule_store_comparison(*, rule_id: str) -> dict | None:
+def rule_store_comparison(*, rule_id: str, rule: Rule | None = None) -> dict | None:
     """Score the rule against its source case's expected rule and store the result (None
-    when there is none to compare with). A comparator that cannot load leaves it unscored."""
-    rule = Rule.objects.filter(pk=rule_id).first()
+    when there is none to compare with). A comparator that cannot load leaves it unscored.
+    `rule`: the rule as just read by the caller (a batch reads its rules at once)."""
+    rule = rule if rule is not None else Rule.objects.filter(pk=rule_id).first()
     if rule is None:
         return None
+    if not rule.source_case and rule.comparison is None:
+        return None  # nothing to compare with, and nothing stored to clear
     try:
         # Outside any transaction: the comparator is the slow part and takes no lock.
         scores = score_rule(rule)

@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import orjson
-import psycopg
 from django.db import connection
 from django.utils import timezone
 
@@ -271,13 +270,15 @@ class _PostgresStore:
         the start and end of each COPY; the ids seen are one row a chunk, not a COPY of their
         own): the worker needs the interpreter lock back after each, and PostgreSQL idles
         until it has it."""
+        from psycopg.errors import UniqueViolation  # PostgreSQL only: not loaded on SQLite
+
         with self._wrap:
             self._next_savepoint()
             try:
                 with self._raw.cursor() as cursor:
                     self._copy_trajectories(cursor, rows)
                     self._copy_atoms(cursor, rows)
-            except psycopg.errors.UniqueViolation as exc:
+            except UniqueViolation as exc:
                 if exc.diag.table_name != TRAJECTORIES:
                     raise
                 self._cursor.execute(f"ROLLBACK TO SAVEPOINT {CHUNK_IDS}")

@@ -14,16 +14,21 @@ Only candidates and active rules of the same scope are compared (retired rules a
 not copies), and the rule a re-queued version replaces is not its duplicate. A duplicate is
 still a candidate in its own right: the link is shown, it decides nothing.
 
-The check costs the same whatever is stored (`lifecycle.limits`): the scope's live rules are
-read newest first, at most DUPLICATE_SCAN of them; at most DUPLICATE_COMPARE compatible ones go
-to the comparator; and only the first DUPLICATE_TEXT characters of each text are read, cut in
-SQL, and journaled.
+The check costs the same whatever is stored (`lifecycle.limits`): it reads only the block of
+the candidate, the live rules of its scope filed under its signature's keys
+(`lifecycle.duplicate_keys`) — every rule its signature is compatible with, and usually a
+few. A block of more than DUPLICATE_COMPARE rules (a crowded scope, one very common
+signature) is ranked by the words it shares with the candidate and only the first
+DUPLICATE_COMPARE are read. At most DUPLICATE_COMPARE compatible rules go to the comparator,
+and only the first DUPLICATE_TEXT characters of each text are read, cut in SQL, and
+journaled.
 """
 
 import logging
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Count
 from django.db.models.functions import Substr
 from django.utils import timezone
 
@@ -31,12 +36,12 @@ from comparison.compare import compare_many
 from comparison.semantic import ComparatorUnavailable
 
 from .. import atoms as atom_lib
-from .. import journal, limits
+from .. import duplicate_keys, journal, limits
 from ..journal import EventType
 from ..limits import head
 from ..matching import notice_targets
 from ..metrics import Registry, load_registry
-from ..models import Rule, RuleState
+from ..models import DuplicateKey, Rule, RuleState
 
 log = logging.getLogger(__name__)
 
@@ -64,24 +69,70 @@ def _text(rule: Rule) -> dict:
     return {"trigger": head(rule.trigger), "directive": head(rule.directive)}
 
 
-def _live_heads(rule: Rule) -> list[tuple[Rule, dict]]:
-    """The live rules of the scope a candidate is compared with, each with the head of its
-    text (`lifecycle.limits`): newest first, at most DUPLICATE_SCAN of them, and only the
-    first DUPLICATE_TEXT characters of each text read from the database, so the cost of the
-    check is bounded whatever is stored (a rule kept from before the limits may be 25 MB)."""
-    live = Rule.objects.filter(
-        scope=rule.scope, state__in=[RuleState.CANDIDATE, RuleState.ACTIVE]
-    ).exclude(pk=rule.pk)
-    if rule.replaces_id:
-        # An edited version is meant to say nearly the same as the rule it replaces.
-        live = live.exclude(pk=rule.replaces_id)
+LIVE = (RuleState.CANDIDATE, RuleState.ACTIVE)
+# The rows of a block: the live rules of the scope under any of the keys, but the candidate
+# and the rule it replaces (an edited version is meant to say nearly the same).
+_BLOCK_SQL = (
+    f"SELECT k.rule_id FROM {DuplicateKey._meta.db_table} k "
+    f"JOIN {Rule._meta.db_table} r ON r.id = k.rule_id "
+    "WHERE k.scope = %s AND k.key IN ({keys}) AND r.state IN (%s, %s) "
+    "AND k.rule_id NOT IN (%s, %s) LIMIT %s"
+)
+
+
+def _block(rule: Rule, family: frozenset[str]) -> list[str]:
+    """The ids of the live rules of the scope filed under the rule's signature keys: every rule
+    it could duplicate. More than DUPLICATE_COMPARE of them: DUPLICATE_COMPARE, those sharing
+    the most words of its text first (then the newest), then the first others the index gave."""
+    keys = duplicate_keys.lookup_keys(rule.signature, rule.metric, family)
+    if not keys:
+        return []
+    excluded = [rule.pk, rule.replaces_id or rule.pk]
+    # A rule is filed under each key at most once, so fewer rows than this limit are the
+    # whole block, and this many hold more than DUPLICATE_COMPARE rules: no DISTINCT, no sort,
+    # the index is read until the limit. One statement written out: the ORM spent longer
+    # building it than the database reading it.
+    enough = (limits.DUPLICATE_COMPARE + 1) * len(keys)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _BLOCK_SQL.format(keys=", ".join(["%s"] * len(keys))),
+            [rule.scope, *keys, *(str(state) for state in LIVE), *excluded, enough],
+        )
+        ids = list(dict.fromkeys(row[0] for row in cursor.fetchall()))
+    if len(ids) <= limits.DUPLICATE_COMPARE:
+        return ids
+    block = DuplicateKey.objects.filter(
+        scope=rule.scope, key__in=keys, rule__state__in=LIVE
+    ).exclude(rule_id__in=excluded)
+    ranked = (
+        DuplicateKey.objects.filter(
+            scope=rule.scope,
+            key__in=duplicate_keys.word_keys(rule.trigger, rule.directive),
+            rule_id__in=block.values("rule_id"),
+        )
+        .values("rule_id")
+        .annotate(shared=Count("id"))
+        .order_by("-shared", "-rule__recorded_at", "-rule_id")
+    )
+    ranked = [row["rule_id"] for row in ranked[: limits.DUPLICATE_COMPARE]]
+    return list(dict.fromkeys(ranked + ids))[: limits.DUPLICATE_COMPARE]
+
+
+def _live_heads(rule: Rule, family: frozenset[str]) -> list[tuple[Rule, dict]]:
+    """The rules of the candidate's block (`_block`), newest first, each with the head of its
+    text (`lifecycle.limits`): only the first DUPLICATE_TEXT characters of each text are read
+    from the database (a rule kept from before the limits may be 25 MB)."""
+    ids = _block(rule, family)
+    if not ids:
+        return []
     rows = (
-        live.order_by("-recorded_at", "-id")
+        Rule.objects.filter(pk__in=ids, state__in=LIVE)
+        .order_by("-recorded_at", "-id")
         .only("id", "scope", "state", "metric", "signature", "recorded_at")
         .annotate(
             trigger_head=Substr("trigger", 1, limits.DUPLICATE_TEXT),
             directive_head=Substr("directive", 1, limits.DUPLICATE_TEXT),
-        )[: limits.DUPLICATE_SCAN]
+        )
     )
     return [(r, {"trigger": r.trigger_head, "directive": r.directive_head}) for r in rows]
 
@@ -96,7 +147,7 @@ def probable_duplicate(
     family = registry.family(rule.metric)
     others = [
         (other, text)
-        for other, text in _live_heads(rule)
+        for other, text in _live_heads(rule, family)
         if signatures_compatible(
             rule.signature,
             family,
@@ -120,17 +171,25 @@ def probable_duplicate(
     return max(matches, key=lambda found: found[1]["semantic"])
 
 
-def rule_check_duplicate(*, rule_id: str, now: datetime | None = None) -> Rule | None:
+def rule_check_duplicate(
+    *,
+    rule_id: str,
+    now: datetime | None = None,
+    registry: Registry | None = None,
+    rule: Rule | None = None,
+) -> Rule | None:
     """Link a recorded candidate to the live rule it duplicates and journal
     `rule_duplicate_suspected`, as the one who recorded it. Runs after the recording commits
     (`lifecycle.tasks`); checking twice journals once. Returns the other rule, or None. A
     comparator that cannot load never blocks recording a rule: the check is skipped."""
-    rule = Rule.objects.filter(pk=rule_id, duplicate_of__isnull=True).first()
+    if rule is None or rule.duplicate_of_id is not None:
+        # (`rule`: the rule as just read by the caller; a batch reads its rules at once.)
+        rule = Rule.objects.filter(pk=rule_id, duplicate_of__isnull=True).first()
     if rule is None:
         return None
     try:
         # Outside the transaction: the comparator is the slow part and takes no lock.
-        found = probable_duplicate(rule)
+        found = probable_duplicate(rule, registry=registry)
     except ComparatorUnavailable as exc:
         log.warning("duplicate check skipped for %s: %s", rule.id, exc)
         return None

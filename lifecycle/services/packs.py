@@ -33,6 +33,7 @@ from lifecycle.validation import (
 from ..metrics import load_registry
 from ..models import JournalEvent, PackStatus, Rule, RuleState, StagedPack
 from ..states import Actor, ActorKind, NotAllowed
+from ..tasks import compared_in_one_task
 
 PACK_VERSION = 1
 PACK_FORMATS = ("yaml", "json")
@@ -613,7 +614,7 @@ def import_pack(text: str, *, actor: Actor, now: datetime | None = None) -> dict
     now = now or timezone.now()
     created, unchanged = [], []
     # One round for the whole pack, whoever imports it (semantics §9.1).
-    with signals.one_announcement(), transaction.atomic():
+    with signals.one_announcement(), compared_in_one_task(), transaction.atomic():
         for p in preview.rules:
             if p.action == "unchanged":
                 unchanged.append(p.existing_id)

@@ -19,13 +19,14 @@ from django.utils import timezone
 from .. import journal, signals
 from ..baseline import baseline
 from ..bulk import update_from_values
+from ..duplicate_keys import index_rules
 from ..inputs import candidate_fields
 from ..journal import EventType
-from ..metrics import load_registry
+from ..metrics import Registry, load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
 from ..selectors.rules import RuleNotFound
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
-from ..tasks import rule_compare_enqueue
+from ..tasks import rule_compare_on_commit
 from ..validation import (
     MAX_RULE_ID,
     InvalidRule,
@@ -48,7 +49,7 @@ _DECISION_EVENTS = {
 }
 
 
-def baseline_for(*, metric: str) -> tuple[float, int, int]:
+def baseline_for(*, metric: str, registry: Registry | None = None) -> tuple[float, int, int]:
     """The forward-trial baseline of a rule on `metric`, from recent reports (semantics §8)."""
     window = settings.CAUTERWEB_BASELINE_WINDOW
     rows = (
@@ -56,8 +57,35 @@ def baseline_for(*, metric: str) -> tuple[float, int, int]:
         .order_by("-at", "-id")
         .values_list("session_id", "notices")[:window]
     )
-    family = load_registry().family(metric) if metric else frozenset()
-    return baseline(list(rows), family)
+    if not metric:
+        return baseline(list(rows), frozenset())
+    registry = registry if registry is not None else load_registry()
+    return baseline(list(rows), registry.family(metric))
+
+
+class Recording:
+    """What the candidates of one bulk record share, read once instead of once a candidate:
+    the metric registry, the baseline of each metric (the reports cannot change inside the
+    bulk's transaction, so every candidate on a metric gets the same baseline), which of the
+    ids given are stored (one query for the batch), and the rules to file for the duplicate
+    check, filed together by `finish` before the transaction ends."""
+
+    def __init__(self, ids: list[str] | None = None) -> None:
+        self.registry = load_registry()
+        self._baselines: dict[str, tuple[float, int, int]] = {}
+        ids = [i for i in ids or [] if i]
+        self.stored = {r.id: r for r in Rule.objects.filter(pk__in=ids)} if ids else {}
+        self.absent = set(ids) - set(self.stored)
+        self.recorded: list[Rule] = []
+
+    def finish(self) -> None:
+        index_rules(self.recorded, registry=self.registry, new=True)
+        self.recorded = []
+
+    def baseline(self, metric: str) -> tuple[float, int, int]:
+        if metric not in self._baselines:
+            self._baselines[metric] = baseline_for(metric=metric, registry=self.registry)
+        return self._baselines[metric]
 
 
 def rule_record_candidate(
@@ -75,11 +103,13 @@ def rule_record_candidate(
     replaces: Rule | None = None,
     provenance: dict | None = None,
     now: datetime | None = None,
+    recording: Recording | None = None,
 ) -> tuple[Rule, bool]:
     """Record a candidate (semantics §3) with its baseline (semantics §8). Returns (rule, created).
 
     Idempotent: the same content (under the same id, if one is given) returns the stored rule.
-    A given id whose stored text differs is refused: a recorded rule's text is immutable."""
+    A given id whose stored text differs is refused: a recorded rule's text is immutable.
+    A bulk record passes one `Recording` for all its candidates, inside its transaction."""
     check_allowed(Action.RECORD, actor)
     fields = candidate_fields(
         trigger=trigger,
@@ -91,12 +121,14 @@ def rule_record_candidate(
         source_case=source_case,
         source_notice=source_notice,
     )
-    check_metric(fields["metric"])
+    check_metric(fields["metric"], recording.registry if recording else None)
     rule_id = check_rule_id(rule_id)
     digest = rule_content_hash(fields)
     now = now or timezone.now()
     with transaction.atomic():
-        existing = _stored_version(rule_id=rule_id, digest=digest, replaces=replaces)
+        existing = _stored_version(
+            rule_id=rule_id, digest=digest, replaces=replaces, recording=recording
+        )
         if existing is not None:
             return existing, False
         rule = _insert_candidate(
@@ -107,19 +139,25 @@ def rule_record_candidate(
             replaces=replaces,
             provenance=provenance or {},
             now=now,
+            recording=recording,
         )
         _journal_added(rule, actor=actor, now=now)
         _after_recording(rule.id)
     return rule, True
 
 
-def _stored_version(*, rule_id: str | None, digest: str, replaces: Rule | None) -> Rule | None:
+def _stored_version(
+    *, rule_id: str | None, digest: str, replaces: Rule | None, recording=None
+) -> Rule | None:
     """The rule already recorded with this content (under this id, if one is given)."""
-    existing = (
-        Rule.objects.filter(pk=rule_id).first()
-        if rule_id
-        else Rule.objects.filter(content_hash=digest, replaces=replaces).first()
-    )
+    if rule_id and recording is not None and rule_id in recording.absent:
+        existing = None  # the bulk's one query found it absent
+    elif rule_id and recording is not None and rule_id in recording.stored:
+        existing = recording.stored[rule_id]
+    elif rule_id:
+        existing = Rule.objects.filter(pk=rule_id).first()
+    else:
+        existing = Rule.objects.filter(content_hash=digest, replaces=replaces).first()
     if existing is not None and existing.content_hash != digest:
         raise InvalidRule(
             f"rule {existing.id} is already recorded with other text; a recorded rule "
@@ -129,8 +167,13 @@ def _stored_version(*, rule_id: str | None, digest: str, replaces: Rule | None) 
     return existing
 
 
-def _insert_candidate(*, actor, rule_id, fields, digest, replaces, provenance, now) -> Rule:
-    rate, sessions, hits = baseline_for(metric=fields["metric"])
+def _insert_candidate(
+    *, actor, rule_id, fields, digest, replaces, provenance, now, recording
+) -> Rule:
+    if recording is not None:
+        rate, sessions, hits = recording.baseline(fields["metric"])
+    else:
+        rate, sessions, hits = baseline_for(metric=fields["metric"])
     rule = Rule(
         id=rule_id or _generated_id(),
         state=RuleState.CANDIDATE,
@@ -151,6 +194,12 @@ def _insert_candidate(*, actor, rule_id, fields, digest, replaces, provenance, n
     except IntegrityError:
         # Someone recorded the same id a moment ago: the caller sees theirs, not a 500.
         raise InvalidRule(f"rule {rule.id} already exists", field="id") from None
+    # Filed where the duplicate check of later candidates looks (lifecycle/duplicate_keys.py);
+    # a bulk record files its rules together before it commits.
+    if recording is not None:
+        recording.recorded.append(rule)
+    else:
+        index_rules([rule], new=True)
     return rule
 
 
@@ -182,7 +231,7 @@ def _after_recording(rule_id: str) -> None:
     """On commit: compare the rule with its source case's expected rule and with its live
     neighbours, off the write path (the comparator is slow and never blocks recording), and
     ask for a round."""
-    transaction.on_commit(lambda: rule_compare_enqueue(rule_id))
+    rule_compare_on_commit(rule_id)
     signals.announce("candidate")
 
 

@@ -18,9 +18,9 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -28,6 +28,9 @@ from django.utils import timezone
 from .. import journal
 from ..journal import EventType
 from ..models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookFormat
+
+if TYPE_CHECKING:
+    import httpx
 from ..webhooks import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -155,7 +158,7 @@ class Attempt:
     retry_in: float | None
 
 
-def _retry_after(response: httpx.Response | None) -> float:
+def _retry_after(response: "httpx.Response | None") -> float:
     value = response.headers.get("Retry-After", "") if response is not None else ""
     return float(value) if value.isdigit() else 0.0
 
@@ -171,6 +174,8 @@ def _post(delivery: WebhookDelivery, *, timestamp: int) -> tuple[int | None, str
         DELIVERY_HEADER: str(delivery.id),
         TOPIC_HEADER: delivery.topic,
     }
+    import httpx  # by the sender alone: every command would pay for it at start-up
+
     try:
         response = httpx.post(
             delivery.endpoint.url,

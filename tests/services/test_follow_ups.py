@@ -1,5 +1,6 @@
 """What a state change enqueues on commit: one round per batch whoever calls it, the duplicate
-check of each recorded candidate, nothing for a batch that is refused (semantics §9.1)."""
+check of each recorded candidate (one task for a batch), nothing for a batch that is refused
+(semantics §9.1)."""
 
 import pytest
 from django.db import transaction
@@ -20,13 +21,19 @@ RULE = {"trigger": "when git push fails", "directive": "pull first", "scope": "g
 
 @pytest.fixture
 def follow_ups(monkeypatch):
-    """The rounds kicked and duplicate checks enqueued, in order, instead of running them."""
+    """The rounds kicked and duplicate checks enqueued, in order, instead of running them: a
+    check enqueued as `compare` and the ids of the rules it checks."""
     seen = []
     monkeypatch.setattr("replay.kick.kick_round", lambda *, reason: seen.append(reason))
-    monkeypatch.setattr(
-        "lifecycle.services.rules.rule_compare_enqueue",
-        lambda rule_id: seen.append(f"compare {rule_id}"),
-    )
+
+    def enqueue(task, **kwargs):
+        assert task.name in (
+            "lifecycle.tasks.rule_compare_task",
+            "lifecycle.tasks.rules_compare_task",
+        )
+        seen.append(" ".join(["compare", *kwargs.get("rule_ids", [kwargs.get("rule_id")])]))
+
+    monkeypatch.setattr("lifecycle.tasks._enqueue", enqueue)
     return seen
 
 
@@ -37,7 +44,8 @@ def test_a_batch_of_candidates_asks_for_one_round_when_it_commits(
     with django_capture_on_commit_callbacks(execute=True):
         candidates_record(read_jsonl(lines), actor=Actor.extractor())
         assert follow_ups == []  # nothing before the commit
-    assert follow_ups == ["compare C-0", "compare C-1", "compare C-2", "bulk:candidate"]
+    # One task checks the whole batch, in the order recorded.
+    assert follow_ups == ["compare C-0 C-1 C-2", "bulk:candidate"]
 
 
 def test_one_candidate_asks_for_its_own_round(follow_ups, django_capture_on_commit_callbacks):
@@ -72,4 +80,4 @@ def test_a_pack_asks_for_one_round_whoever_imports_it(
     with django_capture_on_commit_callbacks(execute=True):
         result = import_pack(text, actor=Actor.reviewer("rita"))
     assert result["created"] == 5
-    assert follow_ups == [*(f"compare {rid}" for rid in result["rules"]), "bulk:candidate"]
+    assert follow_ups == [" ".join(["compare", *result["rules"]]), "bulk:candidate"]
