@@ -138,8 +138,11 @@ class Sample:
     case_id: str
     case_kind: str  # "failing" | "win"
     arm: str  # "treatment" | "control"
-    repeat: int  # 0-based per (case, arm)
+    repeat: int  # 0-based per (case, arm, stratum)
     metrics: Mapping[str, float]
+    # The active-rule-set version the replay ran under (docs/semantics.md#s21-1): samples of
+    # different strata are never compared with each other.
+    stratum: str = ""
 
 
 @dataclass(frozen=True)
@@ -218,9 +221,11 @@ def look(samples: Sequence[Sample], config: PairedConfig, spending: str | None =
 
 
 def _repeats_taken(samples: Iterable[Sample]) -> dict[tuple[str, str], int]:
-    taken: dict[tuple[str, str], set[int]] = {}
+    """Replays per (case, arm), over every stratum: `max_repeats` bounds them all together, so
+    a change of active set never buys a candidate more replays."""
+    taken: dict[tuple[str, str], set[tuple[str, int]]] = {}
     for s in samples:
-        taken.setdefault((s.case_id, s.arm), set()).add(s.repeat)
+        taken.setdefault((s.case_id, s.arm), set()).add((s.stratum, s.repeat))
     return {key: len(repeats) for key, repeats in taken.items()}
 
 
@@ -268,7 +273,7 @@ def decide_paired(
     evidence |= {"regressions": regressions, "improvement": improvement}
     blamed = [r for r in regressions if r["rejected"]]
     if blamed:
-        worst = min(blamed, key=lambda r: (r["p_holm"], r["effect"], r["case"], r["metric"]))
+        worst = _strongest(blamed)
         evidence["decisive"] = {"case": worst["case"], "metric": worst["metric"]}
         return PairedVerdict(RETIRE, _regression_reason(worst), None, evidence)
     if improvement is not None:
@@ -341,17 +346,20 @@ def _evidence(samples, cases, config: PairedConfig, promote: Look, retire: Look)
 
 
 def _values(samples: Iterable[Sample], lower_is_better: frozenset[str]) -> dict:
-    """{(case, arm): [{metric: value}, ...]}, one dict per scored replay in repeat order,
-    oriented so that higher is better. Kept per replay so that a tie-breaking metric stays
-    paired with the replay it was measured on."""
-    out: dict[tuple[str, str], list[dict[str, float]]] = {}
-    for s in sorted(samples, key=lambda s: (s.case_id, s.arm, s.repeat)):
+    """{case: {stratum: {arm: [{metric: value}, ...]}}}, one dict per scored replay in repeat
+    order, oriented so that higher is better. Kept per replay so that a tie-breaking metric
+    stays paired with the replay it was measured on; kept per stratum (the active rule set
+    the replay ran under, docs/semantics.md#s21-1) so that a treatment is only ever compared
+    with a control of its own baseline."""
+    out: dict[str, dict[str, dict[str, list[dict[str, float]]]]] = {}
+    for s in sorted(samples, key=lambda s: (s.case_id, s.stratum, s.arm, s.repeat)):
         if s.metrics:
             oriented = {
                 name: -float(v) if name in lower_is_better else float(v)
                 for name, v in s.metrics.items()
             }
-            out.setdefault((s.case_id, s.arm), []).append(oriented)
+            arms = out.setdefault(s.case_id, {}).setdefault(s.stratum, {})
+            arms.setdefault(s.arm, []).append(oriented)
     return out
 
 
@@ -367,23 +375,25 @@ def _accountable(cases: Sequence[PairedCase]) -> frozenset[str]:
 
 def _strata(
     values: dict, case_ids: Iterable[str], metric: str, ties: Sequence[str] = ()
-) -> list[tuple[str, stats.Stratum]]:
-    """The usable strata of `metric` over these cases (a value in each arm), with the `ties`
-    metrics folded into one tie-breaking value per replay (`_ties`)."""
+) -> list[tuple[str, str, stats.Stratum]]:
+    """The usable strata of `metric` over these cases: one per (case, active-set version) with
+    a value in each arm (docs/semantics.md#s21-1), with the `ties` metrics folded into one
+    tie-breaking value per replay (`_ties`). (case, version, stratum) triples."""
     out = []
     for case_id in case_ids:
-        arms = [[r for r in values.get((case_id, arm), ()) if metric in r] for arm in ARMS]
-        if not all(arms):
-            continue
-        broken = _ties(arms[0] + arms[1], ties)
-        k = len(arms[0])
-        stratum = stats.Stratum(
-            treatment=tuple(r[metric] for r in arms[0]),
-            control=tuple(r[metric] for r in arms[1]),
-            treatment_ties=broken[:k],
-            control_ties=broken[k:],
-        )
-        out.append((case_id, stratum))
+        for version, by_arm in sorted(values.get(case_id, {}).items()):
+            arms = [[r for r in by_arm.get(arm, ()) if metric in r] for arm in ARMS]
+            if not all(arms):
+                continue
+            broken = _ties(arms[0] + arms[1], ties)
+            k = len(arms[0])
+            stratum = stats.Stratum(
+                treatment=tuple(r[metric] for r in arms[0]),
+                control=tuple(r[metric] for r in arms[1]),
+                treatment_ties=broken[:k],
+                control_ties=broken[k:],
+            )
+            out.append((case_id, version, stratum))
     return out
 
 
@@ -406,12 +416,17 @@ def _ties(replays: list[dict[str, float]], names: Sequence[str]) -> tuple[float,
     return tuple(float(x) for x in np.mean(columns, axis=0))
 
 
-def _test(strata: Sequence[tuple[str, stats.Stratum]], config: PairedConfig) -> stats.ShiftTest:
+def _test(
+    strata: Sequence[tuple[str, str, stats.Stratum]], config: PairedConfig
+) -> stats.ShiftTest:
     # The seed comes from which replays are compared, not from their values: fixed per
     # comparison, reproducible anywhere, and shared by the metrics measured on the same replays.
-    key = "|".join(f"{c}:{len(s.treatment)}:{len(s.control)}" for c, s in strata)
+    # A stratum of the default (unversioned) active set keys as the case alone, as it always did.
+    key = "|".join(
+        f"{c}{'@' + v if v else ''}:{len(s.treatment)}:{len(s.control)}" for c, v, s in strata
+    )
     seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
-    return stats.shift_test([s for _, s in strata], seed=seed, resamples=config.resamples)
+    return stats.shift_test([s for _, _, s in strata], seed=seed, resamples=config.resamples)
 
 
 def _regression_family(values: dict, cases: Sequence[PairedCase], family: str) -> list[tuple]:
@@ -421,7 +436,13 @@ def _regression_family(values: dict, cases: Sequence[PairedCase], family: str) -
     by_kind: dict[tuple[str, str], list[str]] = {}
     for case in cases:
         if case.case_kind == WIN:
-            metrics = {m for arm in ARMS for r in values.get((case.case_id, arm), ()) for m in r}
+            metrics = {
+                m
+                for by_arm in values.get(case.case_id, {}).values()
+                for arm in ARMS
+                for r in by_arm.get(arm, ())
+                for m in r
+            }
         else:
             metrics = set(case.retire_on)
         for metric in metrics:
@@ -443,14 +464,18 @@ def _regressions(values: dict, cases: Sequence[PairedCase], config: PairedConfig
         strata = _strata(values, ids, metric, ties)
         if not strata:
             continue
-        by_case = {c: round(stats.weighted_effect([s]), 6) for c, s in strata}
+        per_case: dict[str, list[stats.Stratum]] = {}
+        for c, _, s in strata:
+            per_case.setdefault(c, []).append(s)
+        by_case = {c: round(stats.weighted_effect(ss), 6) for c, ss in per_case.items()}
         row = {
             "kind": kind,
             "metric": metric,
             "cases": list(by_case),
             "case": min(by_case, key=lambda c: (by_case[c], c)),  # the most harmed
             "by_case": by_case,
-            "se": round(stats.weighted_se([s for _, s in strata]), 6),
+            "se": round(stats.weighted_se([s for _, _, s in strata]), 6),
+            "strata": len(strata),
         }
         rows.append(row | _result(_test(strata, config), level, "less"))
     if rows:
@@ -477,7 +502,8 @@ def _improvement(values: dict, cases: Sequence[PairedCase], config: PairedConfig
             names |= {case.deciding_metric} if mine else set()
     if not strata:
         return None
-    row = {"metric": "+".join(sorted(names)), "cases": [c for c, _ in strata]}
+    cases_seen = list(dict.fromkeys(c for c, _, _ in strata))
+    row = {"metric": "+".join(sorted(names)), "cases": cases_seen, "strata": len(strata)}
     row |= _result(_test(strata, config), level, "greater")
     row["significant"] = row["p_value"] <= level
     return row
@@ -517,12 +543,24 @@ def _figures(row: dict) -> str:
 
 
 def _regression_reason(row: dict) -> str:
+    """The evidence a reviewer can check on the rule's page first: the case that lost most,
+    the metric and that case's effect (treatment − control in its row of the matrix), then
+    the test that rejected, pooled over the cases it covered (docs/semantics.md#s21-3)."""
     what = "protected win" if row["kind"] == WIN else "failing case"
     if len(row["cases"]) == 1:
         return f"regressed {row['metric']} on {what} {row['case']}: {_figures(row)}"
-    most = f"most on {row['case']}, {_signed(row['by_case'][row['case']])}"
-    where = f"{what}s {', '.join(row['cases'])} ({most})"
-    return f"regressed {row['metric']} on {where}: {_figures(row)}"
+    worst = _signed(row["by_case"][row["case"]])
+    pooled = f"pooled over {what}s {', '.join(row['cases'])}: {_figures(row)}"
+    return f"regressed {row['metric']} on {what} {row['case']} ({worst}); {pooled}"
+
+
+def _strongest(rows: list[dict]) -> dict:
+    """The rejected regression to name: the smallest adjusted p-value, then the largest loss
+    on one case (what the page's matrix shows), then a fixed order."""
+    return min(
+        rows,
+        key=lambda r: (r["p_holm"], r["by_case"][r["case"]], r["effect"], r["case"], r["metric"]),
+    )
 
 
 def _pending_reason(samples, cases, config: PairedConfig, improvement, done: bool) -> str:
@@ -555,4 +593,12 @@ def _summary(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> dict:
                 }
             arms[arm] = {"replays": len(mine), "metrics": metrics}
         out[case.case_id] = {"kind": case.case_kind, "arms": arms}
+        mine = [s for s in samples if s.case_id == case.case_id]
+        versions = sorted({s.stratum for s in mine})
+        if versions != [""]:
+            # Per active-set version, the replays of each arm (docs/semantics.md#s21-1).
+            out[case.case_id]["strata"] = {
+                v: {arm: sum(s.stratum == v and s.arm == arm for s in mine) for arm in ARMS}
+                for v in versions
+            }
     return out

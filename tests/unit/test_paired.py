@@ -215,7 +215,8 @@ def test_a_rule_that_breaks_the_protected_wins_is_retired_naming_metric_and_case
     assert row["by_case"] == {"W1": -1.0, "W2": -0.5}
     assert row["rejected"] and row["effect"] == pytest.approx(-0.75)
     assert verdict.reason.startswith(
-        f"regressed {OC} on protected wins W1, W2 (most on W1, −1.00): effect −0.75 ["
+        f"regressed {OC} on protected win W1 (−1.00); pooled over protected wins W1, W2: "
+        "effect −0.75 ["
     )
     assert verdict.evidence["decisive"] == {"case": "W1", "metric": OC}
 
@@ -425,7 +426,7 @@ def test_with_the_defaults_a_broken_win_holds_back_then_retires_at_the_last_look
     assert first.outcome == "pending" and first.evidence["held_back_by"]["case"] == "W1"
     last = decide_paired(_rescue_and_break_one_win(8), FAILING + WINS, cfg)
     assert last.outcome == "retire" and last.evidence["decisive"] == {"case": "W1", "metric": OC}
-    assert last.reason.startswith(f"regressed {OC} on protected wins W1, W2 (most on W1, −1.00)")
+    assert last.reason.startswith(f"regressed {OC} on protected win W1 (−1.00); pooled over")
 
 
 # --- ties on a 0/1 deciding metric ----------------------------------------------------------
