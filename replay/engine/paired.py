@@ -165,7 +165,14 @@ class PairedConfig:
     retire_spending: str = "last"
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
-    futility: bool = True  # retire at an early look whose effect estimate is below zero
+    futility: bool = True  # retire at an early look whose effect is clearly short (below)
+    # The futility boundary at a look before the last: retire when the estimated effect is
+    # below `futility_effect − z(1 − futility_beta) · se` (se: the look's standard error). A
+    # rule whose true effect is `futility_effect` or more is stopped at most `futility_beta`
+    # of the time per look, whatever the number of cases and repeats; `futility_beta` None
+    # keeps the plain sign boundary (an estimate below zero).
+    futility_effect: float = 0.4
+    futility_beta: float | None = None
 
     def __post_init__(self):
         if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
@@ -291,11 +298,13 @@ def decide_paired(
                 f"{config.max_repeats} repeats per case"
             )
             return PairedVerdict(RETIRE, reason, None, evidence)
-        if config.futility and not done and improvement["effect"] < 0:
+        bound = futility_bound(improvement, config)
+        if config.futility and not done and improvement["effect"] < bound:
+            evidence["futility_bound"] = round(bound, 6)
+            short = "worse under treatment" if bound <= 0 else f"below {_signed(bound)}"
             reason = (
-                f"no improvement on {improvement['metric']}: {_figures(improvement)}; worse "
-                f"under treatment at look {promote_look.index} of {promote_look.count} "
-                "(a futility stop)"
+                f"no improvement on {improvement['metric']}: {_figures(improvement)}; {short} "
+                f"at look {promote_look.index} of {promote_look.count} (a futility stop)"
             )
             return PairedVerdict(RETIRE, reason, None, evidence)
     reason = _pending_reason(samples, cases, config, improvement, done)
@@ -309,6 +318,17 @@ def decide_paired(
             f"looks worse on {row['case']} ({_interval(row)}); " + reason.split("; ", 1)[1]
         )
     return PairedVerdict(PENDING, reason, REPLAY_INCONCLUSIVE, evidence)
+
+
+def futility_bound(improvement: dict, config: PairedConfig) -> float:
+    """The estimate under which an early look stops for futility (`PairedConfig`): 0 with the
+    sign boundary, else `futility_effect − z(1 − futility_beta) · se`. With many cases it is
+    above 0 (the look could have told a rule of `futility_effect` from nothing), with few
+    below (it could not)."""
+    if config.futility_beta is None:
+        return 0.0
+    z = float(norm.ppf(1 - config.futility_beta))
+    return config.futility_effect - z * improvement["se"]
 
 
 def _suspect(regressions: list[dict], margin: float) -> dict | None:
@@ -503,7 +523,12 @@ def _improvement(values: dict, cases: Sequence[PairedCase], config: PairedConfig
     if not strata:
         return None
     cases_seen = list(dict.fromkeys(c for c, _, _ in strata))
-    row = {"metric": "+".join(sorted(names)), "cases": cases_seen, "strata": len(strata)}
+    row = {
+        "metric": "+".join(sorted(names)),
+        "cases": cases_seen,
+        "strata": len(strata),
+        "se": round(stats.weighted_se([s for _, _, s in strata]), 6),
+    }
     row |= _result(_test(strata, config), level, "greater")
     row["significant"] = row["p_value"] <= level
     return row
@@ -563,9 +588,30 @@ def _strongest(rows: list[dict]) -> dict:
     )
 
 
+def more_repeats(improvement: dict | None, config: PairedConfig) -> int | None:
+    """About how many more repeats per case and arm would decide a rule left inconclusive at
+    its last look (docs/semantics.md#s21-3): an interval narrows as 1/√n, so the repeats at
+    which it would clear 0 (an estimate at or past the margin: promote) or fall under the
+    margin (an estimate short of it: retire), if the estimate held. None when it cannot say."""
+    if improvement is None or None in improvement["ci"]:
+        return None
+    low, high = improvement["ci"]
+    effect, half = improvement["effect"], (high - low) / 2
+    target = effect if effect >= config.promote_margin else config.promote_margin - effect
+    if half <= 0 or target <= 0:
+        return None
+    return max(1, math.ceil(config.max_repeats * (half / target) ** 2) - config.max_repeats)
+
+
 def _pending_reason(samples, cases, config: PairedConfig, improvement, done: bool) -> str:
     if done:
         need = "the interval still holds the margin after the last look"
+        more = more_repeats(improvement, config)
+        if more is not None:
+            need += (
+                f"; about {more} more repeats per case and arm would decide "
+                f"(replay_max_repeats {config.max_repeats} → {config.max_repeats + more})"
+            )
     else:
         taken = _repeats_taken(samples)
         fewest = min((taken.get((c.case_id, a), 0) for c in cases for a in ARMS), default=0)
