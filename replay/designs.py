@@ -40,6 +40,9 @@ class ControlSlot:
     body: dict | None = None  # its `validation_replay_case` evidence, as its owner scored it
     stored: bool = False  # a row already (an earlier round's)
     waiting: list = field(default_factory=list)  # [CandidateRun] that use it once it is in
+    # Its result, unscored: its owner failed before scoring it and nobody was waiting; the
+    # next candidate that uses it scores it and keeps it as its own.
+    result: RunResult | None = None
 
 
 class SharedControls:
@@ -189,12 +192,25 @@ class CandidateRun:
         if slot is None:
             self.shared.start(key, repeat, self.rule_id)
             return True
+        if slot.sample is None and slot.result is not None:
+            self.adopt(slot, slot.result)
+            return False
         if slot.sample is None:
             slot.waiting.append(self)
             self.outstanding += 1
             return False
         self.accept(slot, shared=True)
         return False
+
+    def adopt(self, slot: ControlSlot, result: RunResult) -> None:
+        """A shared control replay whose owner failed before scoring it: this candidate
+        scores it and keeps it as its own (its row is stored with this candidate's)."""
+        case = next(c for c in self.cases if c.id == result.job.case_id)
+        sample, body = self.score_paired(case, result)
+        slot.owner, slot.sample, slot.body, slot.result = self.rule_id, sample, body, None
+        self.samples.append(sample)
+        self.evidence.append(body)
+        self.control_owners[(sample.case_id, sample.stratum, sample.repeat)] = self.rule_id
 
     def accept(self, slot: ControlSlot, *, shared: bool) -> None:
         """A control sample of the shared set, in: this candidate uses it. Its evidence names

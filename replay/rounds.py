@@ -326,8 +326,24 @@ class Round:
                 {"rule": rule_id, "error": f"{type(exc).__name__}: {exc}"}
             )
             self.runs.pop(rule_id, None)
-            self.todo.pop(rule_id, None)
+            dropped = self.todo.pop(rule_id, None) or ()
             self.cases_of.pop(rule_id, None)
+            self.release([job for job in dropped if job.arm == cases.CONTROL])
+
+    def release(self, jobs: list[Job]) -> None:
+        """Shared control replays a failed candidate will never run: forgotten, so that a
+        candidate waiting for one asks for it again (and runs it) at its next batch."""
+        for job in jobs:
+            key = (job.case_id, job.stratum)
+            slot = self.shared.slot(key, job.repeat)
+            if slot is None or slot.sample is not None:
+                continue
+            self.shared.drop(key, job.repeat)
+            for waiter in slot.waiting:
+                if self.runs.get(waiter.rule_id, (None,))[0] is waiter:
+                    waiter.outstanding -= 1
+                    if not waiter.outstanding:
+                        self.guarded(waiter.rule_id, self.advance, waiter.rule_id)
 
     # --- dispatch, in queue order (semantics §9.2, §18) -----------------------------------------
 
@@ -561,12 +577,16 @@ class Round:
         ):
             sample, body = last, owner.evidence[-1]
         elif live:
-            case = next(c for c in live[0].cases if c.id == job.case_id)
-            sample, body = live[0].score_paired(case, result)
+            # Its owner failed: the first candidate waiting for it scores it and keeps it.
+            live[0].outstanding -= 1
+            live[0].adopt(slot, result)
+            sample, body = slot.sample, slot.body
+            if not live[0].outstanding:
+                self.guarded(live[0].rule_id, self.advance, live[0].rule_id)
+            live = live[1:]
         else:
-            # Nobody can score it (its owner failed) and nobody waits: a later candidate
-            # replays that repeat afresh.
-            self.shared.drop(key, job.repeat)
+            # Its owner failed and nobody waits yet: the next candidate to use it scores it.
+            slot.result, slot.waiting = result, []
             return
         slot.waiting = live
         for waiter in self.shared.fill(key, job.repeat, sample, body):

@@ -126,3 +126,32 @@ def test_a_promotion_between_two_looks_starts_a_new_stratum(strata):
     assert row["rejected"] and row["strata"] == 6
     assert all(effect == pytest.approx(-0.3, abs=0.02) for effect in row["by_case"].values())
     assert retired.verdict_reason.startswith("regressed task_completion on failing case ")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_candidate_that_fails_midway_still_hands_its_control_replays_over(
+    strata, monkeypatch, concurrency
+):
+    from replay.designs import CandidateRun
+
+    strata.CAUTERWEB_REPLAY_CONCURRENCY = concurrency
+
+    record = CandidateRun.record
+
+    def failing_record(self, result):
+        if self.rule_id == "R-1":
+            raise RuntimeError("R-1 broke while scoring")
+        return record(self, result)
+
+    monkeypatch.setattr(CandidateRun, "record", failing_record)
+    vround = round_run()
+    assert [e["rule"] for e in vround.summary["errors"]] == ["R-1"]
+    # R-1 died at its first result; the control replays it had started came in all the same
+    # and R-2 used them.
+    assert sorted(c for c, arm, _ in CALLS if arm == "control") == sorted(["F-1", "F-2", "F-3"] * 4)
+    # R-2 scored them: they are its rows now, not replayed again.
+    verdict = events("R-2", "validation_verdict")[0].evidence["details"]["replay"]["paired"]
+    assert verdict["controls"] == {case: {"R-2": 4} for case in ("F-1", "F-2", "F-3")}
+    rows = ReplaySample.objects.filter(arm="control")
+    assert rows.count() == 12 and set(rows.values_list("rule_id", flat=True)) == {"R-2"}
