@@ -155,10 +155,14 @@ class CandidateRun:
     def _paired_batch(self) -> list[Job]:
         # One look is one completed batch; past `looks_per_round` an undecided candidate waits
         # for the next round, so it cannot hold the others back (semantics §17.3).
-        if self.looks >= self.cfg.looks_per_round:
-            return []
         everything = self.prior + self.samples
         if self.samples and self.paired_verdict().outcome != paired.PENDING:
+            return []
+        kinds = {c.id: c.kind for c in self.cases}
+        requests = paired.next_requests(everything, self.paired_cases(), self.paired_config())
+        # A batch of failing cases starts a look; the wins' replays that follow complete it.
+        new_look = any(kinds[case_id] == "failing" for case_id, _ in requests)
+        if new_look and self.looks >= self.cfg.looks_per_round:
             return []
         # Treatment repeats are the candidate's own, numbered across strata; control repeats
         # are numbered per (case, stratum), shared by every candidate of that stratum.
@@ -167,9 +171,7 @@ class CandidateRun:
             key = (s.case_id, s.arm)
             if s.arm == TREATMENT or s.stratum == self.stratum:
                 taken[key] = max(taken.get(key, 0), s.repeat + 1)
-        kinds = {c.id: c.kind for c in self.cases}
         jobs = []
-        requests = paired.next_requests(everything, self.paired_cases(), self.paired_config())
         for case_id, arm in requests:
             repeat = taken.get((case_id, arm), 0)
             taken[(case_id, arm)] = repeat + 1
@@ -179,7 +181,7 @@ class CandidateRun:
             session = f"replay:{self.round_id}:{self.rule_id}:{case_id}:{arm}:{repeat}"
             job = Job(self.rule_id, case_id, kinds[case_id], arm, repeat, session, self.stratum)
             jobs.append(job)
-        self.looks += bool(requests)
+        self.looks += new_look
         self.borrowed = len(requests) - len(jobs)
         return jobs
 

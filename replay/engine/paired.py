@@ -173,6 +173,10 @@ class PairedConfig:
     # keeps the plain sign boundary (an estimate below zero).
     futility_effect: float = 0.4
     futility_beta: float | None = None
+    # Each look replays the failing cases first and the protected wins only then: a look that
+    # stops for futility on the failing cases (whatever the wins would show: no regression is
+    # tested before the last look with the "last" spending) spends no replay on the wins.
+    wins_follow: bool = False
 
     def __post_init__(self):
         if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
@@ -253,6 +257,20 @@ def next_requests(
         # budget) is completed before a new one starts, and the arms stay level.
         goal = min(config.max_repeats, (min(have.values()) // config.batch + 1) * config.batch)
         wanted[case.case_id] = {arm: min(config.batch, max(0, goal - have[arm])) for arm in ARMS}
+    failing = [c for c in cases if c.case_kind == FAILING]
+    if config.wins_follow and failing:
+        # The failing cases' replays of a look come first, the wins' then (up to the failing
+        # cases' level), unless the failing cases alone stopped the rule (`wins_behind`).
+        level = min(taken.get((c.case_id, arm), 0) for c in failing for arm in ARMS)
+        short = {
+            c.case_id: {arm: max(0, level - taken.get((c.case_id, arm), 0)) for arm in ARMS}
+            for c in cases
+            if c.case_kind == WIN
+        }
+        if any(any(arms.values()) for arms in short.values()):
+            wanted = {c.case_id: short.get(c.case_id, dict.fromkeys(ARMS, 0)) for c in cases}
+        else:
+            wanted |= {case_id: dict.fromkeys(ARMS, 0) for case_id in short}
     out = []
     for _ in range(config.batch):
         for case in cases:
@@ -276,6 +294,10 @@ def decide_paired(
     regressions = _regressions(values, cases, config, retire_look.level)
     improvement = _improvement(values, cases, config, promote_look.level)
     done = not next_requests(samples, cases, config)
+    partial = wins_behind(samples, cases)
+    if partial and improvement is not None:
+        # Only a futility stop or a regression may decide before the wins' replays are in.
+        improvement["significant"] = False
     evidence = _evidence(samples, cases, config, promote_look, retire_look)
     evidence |= {"regressions": regressions, "improvement": improvement}
     blamed = [r for r in regressions if r["rejected"]]
@@ -329,6 +351,17 @@ def futility_bound(improvement: dict, config: PairedConfig) -> float:
         return 0.0
     z = float(norm.ppf(1 - config.futility_beta))
     return config.futility_effect - z * improvement["se"]
+
+
+def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
+    """Whether a protected win has fewer replays, in an arm, than every failing case has in
+    both: the look's failing cases are in and its wins' replays are still to come
+    (`PairedConfig.wins_follow`). Such a look may stop for futility or retire on a
+    regression; it never promotes."""
+    taken = _repeats_taken(samples)
+    failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
+    wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
+    return bool(failing and wins) and min(wins) < min(failing)
 
 
 def _suspect(regressions: list[dict], margin: float) -> dict | None:

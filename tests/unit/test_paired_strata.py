@@ -170,3 +170,47 @@ def test_without_a_shared_set_each_candidate_replays_its_own_controls():
         for job in run.next_batch():
             run.record(backend(job))
     assert backend.calls == {("F-1", T): 8, ("F-1", C): 8}
+
+
+# --- the design's tuning on the grid (docs/semantics.md#s21-3) -------------------------------
+
+WINS = [PairedCase(f"W{i}", "win", None) for i in (1, 2)]
+
+
+def test_a_looks_wins_follow_its_failing_cases():
+    cfg = PairedConfig(max_repeats=8, wins_follow=True)
+    first = next_requests([], FAILING + WINS, cfg)
+    assert {case for case, _ in first} == {"F1", "F2", "F3"} and len(first) == 24
+    samples = []
+    for case in ("F1", "F2", "F3"):
+        samples += arm(case, T, [1.0] * 4, "") + arm(case, C, [0.0] * 4, "")
+    # A clear rescue on the failing cases is not promoted before the wins are replayed.
+    verdict = decide_paired(samples, FAILING + WINS, cfg)
+    assert verdict.outcome == "pending" and not verdict.evidence["improvement"]["significant"]
+    wins = next_requests(samples, FAILING + WINS, cfg)
+    assert {case for case, _ in wins} == {"W1", "W2"} and len(wins) == 16
+    for case in ("W1", "W2"):
+        samples += [Sample(case, "win", a, i, {OC: 1.0}) for a in (T, C) for i in range(4)]
+    assert decide_paired(samples, FAILING + WINS, cfg).outcome == "promote"
+
+
+def test_a_futility_stop_needs_no_win_replay():
+    cfg = PairedConfig(max_repeats=8, wins_follow=True)
+    samples = []
+    for case in ("F1", "F2", "F3"):
+        samples += arm(case, T, [0.0] * 4, "") + arm(case, C, [1.0, 0.0, 1.0, 0.0], "")
+    verdict = decide_paired(samples, FAILING + WINS, cfg)
+    assert verdict.outcome == "retire" and verdict.reason.endswith("(a futility stop)")
+
+
+@pytest.mark.parametrize("cases, stops", [(1, False), (3, True)])
+def test_the_futility_boundary_follows_what_a_look_could_tell(cases, stops):
+    # An estimate of −0.25: with one case at 4 repeats a rule lifting success by 0.4 could
+    # read that low (the boundary is far below 0); with three it could not.
+    cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.4)
+    samples = []
+    for case in ("F1", "F2", "F3")[:cases]:
+        samples += arm(case, T, [1.0, 0.0, 0.0, 0.0], "") + arm(case, C, [1.0, 1.0, 0.0, 0.0], "")
+    verdict = decide_paired(samples, FAILING[:cases], cfg)
+    assert verdict.evidence["improvement"]["effect"] == pytest.approx(-0.25)
+    assert (verdict.outcome == "retire") is stops
