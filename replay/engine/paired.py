@@ -171,12 +171,12 @@ class PairedConfig:
     # rule whose true effect is `futility_effect` or more is stopped at most `futility_beta`
     # of the time per look, whatever the number of cases and repeats; `futility_beta` None
     # keeps the plain sign boundary (an estimate below zero).
-    futility_effect: float = 0.4
+    futility_effect: float = 0.3
     futility_beta: float | None = None
     # Each look replays the failing cases first and the protected wins only then: a look that
     # stops for futility on the failing cases (whatever the wins would show: no regression is
     # tested before the last look with the "last" spending) spends no replay on the wins.
-    wins_follow: bool = False
+    wins_follow: bool = True
 
     def __post_init__(self):
         if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
@@ -296,11 +296,11 @@ def decide_paired(
     done = not next_requests(samples, cases, config)
     partial = wins_behind(samples, cases)
     if partial and improvement is not None:
-        # Only a futility stop or a regression may decide before the wins' replays are in.
         improvement["significant"] = False
     evidence = _evidence(samples, cases, config, promote_look, retire_look)
     evidence |= {"regressions": regressions, "improvement": improvement}
-    blamed = [r for r in regressions if r["rejected"]]
+    # Before the wins' replays of a look are in, only a futility stop may decide.
+    blamed = [r for r in regressions if r["rejected"]] if not partial else []
     if blamed:
         worst = _strongest(blamed)
         evidence["decisive"] = {"case": worst["case"], "metric": worst["metric"]}
@@ -321,7 +321,8 @@ def decide_paired(
             )
             return PairedVerdict(RETIRE, reason, None, evidence)
         bound = futility_bound(improvement, config)
-        if config.futility and not done and improvement["effect"] < bound:
+        early = promote_look.index < promote_look.count
+        if config.futility and not done and early and improvement["effect"] < bound:
             evidence["futility_bound"] = round(bound, 6)
             short = "worse under treatment" if bound <= 0 else f"below {_signed(bound)}"
             reason = (
@@ -356,8 +357,8 @@ def futility_bound(improvement: dict, config: PairedConfig) -> float:
 def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
     """Whether a protected win has fewer replays, in an arm, than every failing case has in
     both: the look's failing cases are in and its wins' replays are still to come
-    (`PairedConfig.wins_follow`). Such a look may stop for futility or retire on a
-    regression; it never promotes."""
+    (`PairedConfig.wins_follow`). Such a look may stop for futility; it neither promotes nor
+    retires on a regression."""
     taken = _repeats_taken(samples)
     failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
     wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
