@@ -400,7 +400,7 @@ def grid_table(cells: list[dict], args) -> list[str]:
         ["base", "F", "W", "false promotion"]
         + [f"power {c.split()[1]}" for c in helps]
         + [f"retired, {c}" for c in harms]
-        + ["futility losses"]
+        + [f"futility losses {c.split()[1]}" for c in helps]
         + [f"replays/decided k={k}" for k in ks]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -410,7 +410,6 @@ def grid_table(cells: list[dict], args) -> list[str]:
 
     for cell in cells:
         cl = cell["classes"]
-        futility = max(cl[c]["futility"] for c in helps) if helps else 0.0
         replays = []
         for k in ks:
             values = [v["replays"][k] for v in cl.values() if v["replays"][k] is not None]
@@ -424,7 +423,7 @@ def grid_table(cells: list[dict], args) -> list[str]:
             ]
             + [pct(cl[c]["promoted"]) for c in helps]
             + [pct(cl[c]["retired"]) for c in harms]
-            + [pct(futility)]
+            + [pct(cl[c]["futility"]) for c in helps]
             + replays
         )
         lines.append("| " + " | ".join(row) + " |")
@@ -445,9 +444,7 @@ def grid_overall(cells: list[dict], args) -> dict:
     return {
         "false_promotion_max": max(c["classes"]["null"]["promoted"] for c in cells),
         "false_promotion_mean": mean([c["classes"]["null"]["promoted"] for c in cells]),
-        "futility_losses_max": max(
-            (c["classes"][h]["futility"] for c in cells for h in helps), default=0.0
-        ),
+        "futility_losses_max": {h: max(c["classes"][h]["futility"] for c in cells) for h in helps},
         "power_mean": {h: mean([c["classes"][h]["promoted"] for c in cells]) for h in helps},
         "power_min": {h: min(c["classes"][h]["promoted"] for c in cells) for h in helps},
         "harm_retired_mean": {h: mean([c["classes"][h]["retired"] for c in cells]) for h in harms},
