@@ -369,7 +369,9 @@ def futility_bound(improvement: dict, config: PairedConfig) -> float:
     below (it could not)."""
     if config.futility_beta is None:
         return 0.0
-    z = float(norm.ppf(1 - config.futility_beta))
+    from scipy.stats import norm as normal  # imported where used: SciPy loads slowly
+
+    z = float(normal.ppf(1 - config.futility_beta))
     return config.futility_effect - z * improvement["se"]
 
 
