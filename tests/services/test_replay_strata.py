@@ -155,3 +155,16 @@ def test_a_candidate_that_fails_midway_still_hands_its_control_replays_over(
     assert verdict["controls"] == {case: {"R-2": 4} for case in ("F-1", "F-2", "F-3")}
     rows = ReplaySample.objects.filter(arm="control")
     assert rows.count() == 12 and set(rows.values_list("rule_id", flat=True)) == {"R-2"}
+
+
+@pytest.mark.django_db
+def test_the_rule_page_shows_the_shared_control_replays_and_whose_they_were(strata, viewer_client):
+    round_run()
+    page = viewer_client.get("/rules/R-2/").content.decode()
+    assert "This rule&#x27;s control samples were replayed for: F-1 (4 for R-1)" in page
+    # Its matrix counts the control samples it used, though the rows are R-1's.
+    from replay.selectors import rule_samples
+
+    samples = rule_samples("R-2")
+    assert sum(s["arm"] == "control" for s in samples) == 12
+    assert {s["rule_id"] for s in samples if s["arm"] == "control"} == {"R-1"}
