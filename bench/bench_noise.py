@@ -179,15 +179,7 @@ def measure(args) -> dict:
     reg = registry()
     margins = engine.Margins(promote=args.margin, regress=args.margin)
     # The engine's own defaults, except what the command line sets.
-    config = paired.PairedConfig(
-        alpha=args.alpha,
-        promote_margin=args.margin,
-        regress_margin=args.margin,
-        max_repeats=args.max_repeats,
-        **({"batch": args.batch} if args.batch else {}),
-        **({"retire_spending": args.retire_spending} if args.retire_spending else {}),
-        **({"futility": args.futility} if args.futility is not None else {}),
-    )
+    config = grid_config(args)
     results: dict = {}
     for cls in CLASSES:
         for rule in rules_of(cls, args.rules, args):
@@ -246,6 +238,251 @@ def pending_share(r: dict) -> str:
     return f"{100 * rate(rows, paired.PENDING):.1f} %"
 
 
+# --- the grid (docs/semantics.md#s21-3) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    base: float
+    failing: int
+    wins: int
+
+
+def floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def grid_classes(args) -> list[tuple[str, float, float]]:
+    """(name, effect, harm): a rule that does nothing, helps by each effect, harms by each."""
+    out = [("null", 0.0, 0.0)]
+    out += [(f"helps +{e:g}", e, 0.0) for e in floats(args.effects)]
+    out += [(f"harms {h:g}", 0.0, h) for h in floats(args.harms)]
+    return out
+
+
+def run_group(rules: list[Rule], group: Rule, verifier: bool, config: paired.PairedConfig):
+    """Candidates replaying the same cases with one shared control arm
+    (docs/semantics.md#s21-2): each control replay of (case, repeat) is drawn once, from the
+    group's own seed, and used by every candidate that reaches that repeat. Returns per rule
+    (outcome, reason, replays alone, control keys used, treatment replays)."""
+    deciding = engine.OUTCOME_METRIC if verifier else RULE_METRIC
+    retire_on = frozenset({RULE_METRIC} | ({engine.OUTCOME_METRIC} if verifier else set()))
+    kinds = dict(group.cases)
+    cases = [
+        paired.PairedCase(c, kind, deciding if kind == "failing" else None, retire_on)
+        for c, kind in group.cases
+    ]
+    controls: dict[tuple[str, int], dict] = {}
+    out = []
+    for rule in rules:
+        samples: list[paired.Sample] = []
+        used, treated, verdict = set(), 0, None
+        while batch := paired.next_requests(samples, cases, config):
+            for case_id, arm in batch:
+                repeat = sum(1 for s in samples if s.case_id == case_id and s.arm == arm)
+                if arm == paired.CONTROL:
+                    key = (case_id, repeat)
+                    if key not in controls:
+                        controls[key], _ = replay_once(
+                            group, case_id, kinds[case_id], arm, repeat, verifier
+                        )
+                    metrics = controls[key]
+                    used.add(key)
+                else:
+                    metrics, _ = replay_once(rule, case_id, kinds[case_id], arm, repeat, verifier)
+                    treated += 1
+                samples.append(paired.Sample(case_id, kinds[case_id], arm, repeat, metrics))
+            verdict = paired.decide_paired(samples, cases, config)
+            if verdict.outcome != paired.PENDING:
+                break
+        outcome = verdict.outcome if verdict else paired.PENDING
+        out.append((outcome, verdict.reason if verdict else "", len(samples), used, treated))
+    return out
+
+
+def measure_grid(args) -> list[dict]:
+    config = grid_config(args)
+    cells = [
+        Cell(base, failing, wins)
+        for base in floats(args.bases)
+        for failing in ints(args.failing_cases)
+        for wins in ints(args.win_counts)
+    ]
+    per_case = max(ints(args.per_case))
+    out = []
+    for cell in cells:
+        row = {"base": cell.base, "failing": cell.failing, "wins": cell.wins, "classes": {}}
+        for name, effect, harm in grid_classes(args):
+            results = []  # per group: run_group's rows
+            for g in range(args.groups):
+                agent = StochasticAgent(
+                    base_rate=cell.base,
+                    effect=effect,
+                    win_rate=args.win_rate,
+                    harm=harm,
+                    noise=args.noise,
+                    seed=args.seed,
+                )
+                gid = f"{name}-{cell.base:g}-{cell.failing}-{cell.wins}-g{g}"
+                cases = tuple((f"{gid}/F{j}", "failing") for j in range(cell.failing)) + tuple(
+                    (f"{gid}/W{j}", "win") for j in range(cell.wins)
+                )
+                group = Rule(f"{gid}/control", agent, cases)
+                rules = [Rule(f"{gid}/R{i}", agent, cases) for i in range(per_case)]
+                results.append(run_group(rules, group, args.verifier, config))
+            row["classes"][name] = summarize(results, ints(args.per_case))
+        out.append(row)
+    return out
+
+
+def summarize(groups: list[list[tuple]], per_case: list[int]) -> dict:
+    """Rates over every rule of every group; replays per decided rule alone, and with k
+    candidates per case sharing their control replays (each control replay's cost split
+    among the first k candidates of its group that used it)."""
+    rows = [r for g in groups for r in g]
+    n = len(rows)
+    decided = [r for r in rows if r[0] != paired.PENDING]
+    summary = {
+        "rules": n,
+        "promoted": sum(r[0] == paired.PROMOTE for r in rows) / n,
+        "retired": sum(r[0] == paired.RETIRE for r in rows) / n,
+        "futility": sum(r[0] == paired.RETIRE and "futility" in r[1] for r in rows) / n,
+        "pending": sum(r[0] == paired.PENDING for r in rows) / n,
+        "replays": {},
+    }
+    for k in per_case:
+        costs = []
+        for g in groups:
+            mine = g[:k]
+            users: dict = {}
+            for r in mine:
+                for key in r[3]:
+                    users[key] = users.get(key, 0) + 1
+            for r in mine:
+                if r[0] != paired.PENDING:
+                    costs.append(r[4] + sum(1 / users[key] for key in r[3]))
+        summary["replays"][k] = sum(costs) / len(costs) if costs else None
+    summary["replays_alone"] = sum(r[2] for r in decided) / len(decided) if decided else None
+    return summary
+
+
+def grid_config(args) -> paired.PairedConfig:
+    return paired.PairedConfig(
+        alpha=args.alpha,
+        promote_margin=args.margin,
+        regress_margin=args.margin,
+        max_repeats=args.max_repeats,
+        **({"batch": args.batch} if args.batch else {}),
+        **({"retire_spending": args.retire_spending} if args.retire_spending else {}),
+        **({"futility": args.futility} if args.futility is not None else {}),
+        **({"futility_effect": args.futility_effect} if args.futility_effect is not None else {}),
+        **({"wins_follow": args.wins_follow} if args.wins_follow is not None else {}),
+        **(
+            {"futility_beta": None if args.futility_beta <= 0 else args.futility_beta}
+            if args.futility_beta is not None
+            else {}
+        ),
+    )
+
+
+def grid_table(cells: list[dict], args) -> list[str]:
+    """One line per cell: false promotion, power per effect, harm retired per harm, futility
+    losses of helpful rules, replays per decided rule alone and shared by k per case."""
+    classes = grid_classes(args)
+    helps = [c for c, e, _ in classes if e]
+    harms = [c for c, _, h in classes if h]
+    ks = ints(args.per_case)
+    head = (
+        ["base", "F", "W", "false promotion"]
+        + [f"power {c.split()[1]}" for c in helps]
+        + [f"retired, {c}" for c in harms]
+        + [f"futility losses {c.split()[1]}" for c in helps]
+        + [f"replays/decided k={k}" for k in ks]
+    )
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def pct(x):
+        return f"{100 * x:.1f}"
+
+    for cell in cells:
+        cl = cell["classes"]
+        replays = []
+        for k in ks:
+            values = [v["replays"][k] for v in cl.values() if v["replays"][k] is not None]
+            replays.append(f"{sum(values) / len(values):.1f}" if values else "—")
+        row = (
+            [
+                f"{cell['base']:g}",
+                str(cell["failing"]),
+                str(cell["wins"]),
+                pct(cl["null"]["promoted"]),
+            ]
+            + [pct(cl[c]["promoted"]) for c in helps]
+            + [pct(cl[c]["retired"]) for c in harms]
+            + [pct(cl[c]["futility"]) for c in helps]
+            + replays
+        )
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def grid_overall(cells: list[dict], args) -> dict:
+    """The worst cell for each target, and the means over the grid."""
+    classes = grid_classes(args)
+    helps = [c for c, e, _ in classes if e]
+    harms = [c for c, _, h in classes if h]
+    ks = ints(args.per_case)
+
+    def mean(xs):
+        xs = [x for x in xs if x is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "false_promotion_max": max(c["classes"]["null"]["promoted"] for c in cells),
+        "false_promotion_mean": mean([c["classes"]["null"]["promoted"] for c in cells]),
+        "futility_losses_max": {h: max(c["classes"][h]["futility"] for c in cells) for h in helps},
+        "power_mean": {h: mean([c["classes"][h]["promoted"] for c in cells]) for h in helps},
+        "power_min": {h: min(c["classes"][h]["promoted"] for c in cells) for h in helps},
+        "harm_retired_mean": {h: mean([c["classes"][h]["retired"] for c in cells]) for h in harms},
+        "harm_retired_min": {h: min(c["classes"][h]["retired"] for c in cells) for h in harms},
+        "replays_per_decided": {
+            k: mean([v["replays"][k] for c in cells for v in c["classes"].values()]) for k in ks
+        },
+    }
+
+
+def grid_main(args) -> None:
+    gc.freeze()
+    started = time.perf_counter()
+    cells = measure_grid(args)
+    elapsed = time.perf_counter() - started
+    overall = grid_overall(cells, args)
+    load = os.getloadavg()
+    rules = args.groups * max(ints(args.per_case))
+    if args.json:
+        out = {"settings": vars(args), "cells": cells, "overall": overall}
+        print(json.dumps(out | {"elapsed_s": elapsed, "load": load}, indent=2))
+        return
+    config = grid_config(args)
+    print(
+        f"grid: {rules} rules per class and cell ({args.groups} groups of "
+        f"{max(ints(args.per_case))} candidates sharing cases); win success {args.win_rate}, "
+        f"judged noise ±{args.noise}; alpha {config.alpha}, max repeats {config.max_repeats}, "
+        f"batch {config.batch}, futility {config.futility} (effect {config.futility_effect}, "
+        f"beta {config.futility_beta}), wins follow {config.wins_follow}, retire spending "
+        f"{config.retire_spending}; verifier {'on' if args.verifier else 'off'}; "
+        f"seed {args.seed}"
+    )
+    for line in grid_table(cells, args):
+        print(line)
+    print(json.dumps(overall, indent=1))
+    print(f"{elapsed:.1f} s; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rules", type=int, default=200, help="simulated rules per class")
@@ -266,10 +503,33 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         help="retire at an early look whose effect estimate is below zero (non-binding)",
     )
+    parser.add_argument("--futility-effect", type=float, help="the effect a futility stop protects")
+    parser.add_argument(
+        "--futility-beta",
+        type=float,
+        help="how often per look it may stop a rule of that effect (0: the sign boundary)",
+    )
+    parser.add_argument(
+        "--wins-follow",
+        action=argparse.BooleanOptionalAction,
+        help="replay a look's wins only once its failing cases did not stop it for futility",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-verifier", dest="verifier", action="store_false")
     parser.add_argument("--json", action="store_true")
+    grid = parser.add_argument_group("grid (docs/semantics.md#s21-3)")
+    grid.add_argument("--grid", action="store_true", help="run the grid of agents instead")
+    grid.add_argument("--groups", type=int, default=20, help="groups per class and cell")
+    grid.add_argument("--bases", default="0.2,0.5,0.7", help="failing-task re-run success")
+    grid.add_argument("--effects", default="0.2,0.4", help="lifts of a helpful rule")
+    grid.add_argument("--harms", default="0.25,0.5", help="shares of win success a harm takes")
+    grid.add_argument("--failing-cases", default="1,3,5")
+    grid.add_argument("--win-counts", default="1,2,3")
+    grid.add_argument("--per-case", default="1,2,3", help="candidates sharing cases")
     args = parser.parse_args()
+    if args.grid:
+        grid_main(args)
+        return
     # Objects that live for the whole run are moved out of the collector's way, so that a
     # collection costs microseconds, not tens of milliseconds.
     gc.freeze()

@@ -490,7 +490,9 @@ def paired_tests(figures: dict) -> list[dict]:
 # --- Notes, the timeline and messages --------------------------------------------------------------
 
 
-def evidence_notes(rule, *, changes: list[dict], elsewhere: list[dict]) -> list[str]:
+def evidence_notes(
+    rule, *, changes: list[dict], elsewhere: list[dict], controls: dict | None = None
+) -> list[str]:
     """What a reader of the evidence should know that the verdict does not say."""
     notes = []
     if changes:
@@ -501,8 +503,25 @@ def evidence_notes(rule, *, changes: list[dict], elsewhere: list[dict]) -> list[
         )
         notes.append(
             f"The active rules of scope {rule.scope} changed while this rule's replays were "
-            f"taken ({moved}): control replays before and after measure different baselines "
-            "(semantics §21.1), so compare a case's chips round by round."
+            f"taken ({moved}): control replays before and after measure different baselines, "
+            "so the verdict compares each treatment replay only with the control replays of "
+            "its own active rules, stratum by stratum (semantics §21.1); compare a "
+            "case's chips round by round."
+        )
+    shared = {
+        case: sources
+        for case, sources in sorted((controls or {}).items())
+        if set(sources) - {rule.id}
+    }
+    if shared:
+        by = ", ".join(
+            f"{case} ({', '.join(f'{n} for {owner}' for owner, n in sorted(sources.items()))})"
+            for case, sources in shared.items()
+        )
+        notes.append(
+            "Control replays are shared: a control replay hides the candidate, so one replay "
+            "of a case under the same active rules serves every candidate replaying it "
+            f"(semantics §21.2). This rule's control samples were replayed for: {by}."
         )
     if elsewhere:
         scopes = sorted({e["scope"] for e in elsewhere})

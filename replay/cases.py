@@ -8,6 +8,7 @@ failure-mode atoms (the atom counts are read once per round), so a common atom s
 `tool:git` costs a few index probes instead of a walk of its whole posting list.
 """
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -253,6 +254,17 @@ class Actives:
         for rule in ordered:
             by_scope.setdefault(rule.scope, []).append(rule)
         return cls(ordered=ordered, by_scope=by_scope)
+
+    def version(self, scope: str) -> str:
+        """The version of `scope`'s active rule set (docs/semantics.md#s21-1): how many rules
+        and a digest of the scope and their sorted ids. Any promotion or retirement in the
+        scope changes it; nothing else does, so it needs no write path of its own."""
+        ids = sorted(r.id for r in self.by_scope.get(scope, ()))
+        digest = hashlib.sha256(json.dumps([scope, ids]).encode()).hexdigest()[:12]
+        return f"{len(ids)}-{digest}"
+
+    def ids(self, scope: str) -> list[str]:
+        return sorted(r.id for r in self.by_scope.get(scope, ()))
 
     @classmethod
     def at_round_start(cls, round_id: int | None = None) -> "Actives":

@@ -60,6 +60,7 @@ class Job:
     arm: str
     repeat: int
     session_id: str
+    stratum: str = ""  # the active-set version it runs under (docs/semantics.md#s21-1)
 
 
 @dataclass

@@ -100,12 +100,17 @@ class SampleOutcome(models.TextChoices):
 
 
 class ReplaySample(models.Model):
-    """One replay of one case in one arm under the paired design (semantics §17.3).
+    """One replay of one case in one arm under the paired design (semantics §17.3), under the
+    active rule set of the candidate's scope it ran with (`active_set`, its version:
+    docs/semantics.md#s21-1).
 
     Samples accumulate across rounds up to `replay_max_repeats` per (rule, case, arm); every
-    attempt takes a repeat, scored or not, so a flaky case cannot be replayed forever. The
-    unique constraint is also the index the decision reads through: (rule, case, arm) are its
-    leading columns, so a separate index on them would only slow the writes."""
+    attempt takes a repeat, scored or not, so a flaky case cannot be replayed forever. A
+    treatment replay is its rule's own, numbered per (rule, case). A control replay hides the
+    candidate, so it is shared (docs/semantics.md#s21-2): stored once per (case, active set,
+    repeat), under the rule it was first replayed for, and used by every candidate of that
+    active set replaying the case. Each unique constraint is also the index its arm is read
+    through."""
 
     rule = models.ForeignKey(
         "lifecycle.Rule", on_delete=models.CASCADE, related_name="replay_samples"
@@ -124,11 +129,21 @@ class ReplaySample(models.Model):
     candidate_read = models.BooleanField(default=False)
     replay_session = models.CharField(max_length=255, blank=True)
     created_at = models.DateTimeField()
+    # The version of the candidate's scope's active rule set (replay.cases.Actives.version);
+    # samples stored before strata existed have "legacy:<rule id>": their own stratum.
+    active_set = models.CharField(max_length=80, default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["rule", "case", "arm", "repeat"], name="replay_sample_once"
+                fields=["rule", "case", "repeat"],
+                condition=models.Q(arm="treatment"),
+                name="replay_treatment_once",
+            ),
+            models.UniqueConstraint(
+                fields=["case", "active_set", "repeat"],
+                condition=models.Q(arm="control"),
+                name="replay_control_once",
             ),
             models.CheckConstraint(
                 condition=models.Q(arm__in=Arm.values), name="replay_sample_arm"

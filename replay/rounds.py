@@ -35,7 +35,7 @@ from lifecycle.models import JournalEvent, Rule, RuleState
 
 from . import cases, engine, lock
 from .config import RoundConfig
-from .designs import CandidateRun, CaseSpec
+from .designs import CandidateRun, CaseSpec, SharedControls
 from .dispatch import CeleryPool, Job, RunResult, ThreadPool, context_for, open_session
 from .models import ReplaySample, RoundStatus, ValidationRound
 from .trials import sessions_needed, trial_counts, trial_of
@@ -253,6 +253,9 @@ class Round:
         self.wins: dict = {}
         self.selected: dict[str, list] = {}  # failing cases of candidates not reached yet
         self.selected_at = float("-inf")
+        # Control replays by (case, active-set version), shared by the round's candidates
+        # (docs/semantics.md#s21-2).
+        self.shared = SharedControls()
         self.pool: ThreadPool | CeleryPool | None = None
         self.handed = self.written = 0  # verdicts given to the writer / written
         self.progress_at = self.begun
@@ -296,6 +299,8 @@ class Round:
                 # Woken at least four times a lock period, so the lock outlives every replay.
                 for result in self.pool.wait(at_most=lock.lock_ttl_s() / 4):
                     self.guarded(result.job.rule_id, self.on_result, result)
+                    if result.job.arm == cases.CONTROL and self.cfg.design == "paired":
+                        self.guarded(result.job.rule_id, self.shared_in, result)
             self.flush()
         finally:
             self.pool.close()
@@ -321,8 +326,24 @@ class Round:
                 {"rule": rule_id, "error": f"{type(exc).__name__}: {exc}"}
             )
             self.runs.pop(rule_id, None)
-            self.todo.pop(rule_id, None)
+            dropped = self.todo.pop(rule_id, None) or ()
             self.cases_of.pop(rule_id, None)
+            self.release([job for job in dropped if job.arm == cases.CONTROL])
+
+    def release(self, jobs: list[Job]) -> None:
+        """Shared control replays a failed candidate will never run: forgotten, so that a
+        candidate waiting for one asks for it again (and runs it) at its next batch."""
+        for job in jobs:
+            key = (job.case_id, job.stratum)
+            slot = self.shared.slot(key, job.repeat)
+            if slot is None or slot.sample is not None:
+                continue
+            self.shared.drop(key, job.repeat)
+            for waiter in slot.waiting:
+                if self.runs.get(waiter.rule_id, (None,))[0] is waiter:
+                    waiter.outstanding -= 1
+                    if not waiter.outstanding:
+                        self.guarded(waiter.rule_id, self.advance, waiter.rule_id)
 
     # --- dispatch, in queue order (semantics §9.2, §18) -----------------------------------------
 
@@ -393,11 +414,25 @@ class Round:
             self.summary["skipped"] += 1
             self.cases_of.pop(rule_id, None)
             return
-        jobs = outcome.run.next_batch()
         self.runs[rule_id] = (outcome.run, outcome)
-        self.todo[rule_id] = deque(jobs)
-        if not jobs:
-            self.conclude(rule_id)
+        self.todo[rule_id] = deque()
+        self.advance(rule_id)
+
+    def advance(self, rule_id: str) -> None:
+        """A candidate with nothing outstanding: its next batch, or its verdict. A batch whose
+        replays were all in the shared controls already is decided on at once."""
+        run, _ = self.runs[rule_id]
+        while not run.outstanding:
+            over = engine.budget_exhausted(
+                budget_s=self.cfg.budget_s, elapsed_s=time.monotonic() - self.begun
+            )
+            # A round out of budget starts no new look; the first look is still handed out
+            # (the budget was checked when the candidate was reached).
+            jobs = [] if over and run.batches else run.next_batch()
+            self.todo[rule_id].extend(jobs)
+            if not jobs and not run.outstanding and not run.borrowed:
+                self.conclude(rule_id)
+                return
 
     def candidate_run(self, rule: Rule) -> CandidateRun:
         cfg = self.cfg
@@ -411,6 +446,9 @@ class Round:
             for kind, group in (("failing", failing), ("win", wins))
             for t in group
         ]
+        paired_run = cfg.design == "paired" and bool(failing)
+        stratum = self.actives.version(rule.scope) if paired_run else ""
+        prior, owners = self.prior_samples(rule.id, specs, stratum) if paired_run else ([], {})
         return CandidateRun(
             rule_id=rule.id,
             round_id=self.row.pk,
@@ -427,8 +465,60 @@ class Round:
             cases=specs,
             cfg=cfg,
             registry=self.registry,
-            prior=_prior_samples(rule.id, specs) if cfg.design == "paired" and failing else [],
+            prior=prior,
+            control_owners=owners,
+            stratum=stratum,
+            active_rules=tuple(self.actives.ids(rule.scope)) if paired_run else (),
+            shared=self.shared if paired_run else None,
         )
+
+    def prior_samples(
+        self, rule_id: str, selected: list[CaseSpec], stratum: str
+    ) -> tuple[list, dict]:
+        """The rule's samples from earlier rounds on the cases selected now (semantics §17.3):
+        its own treatment replays, of every stratum, and the control replays it uses — of
+        each (case, stratum) with treatment replays, as many as those (the first, by repeat),
+        whoever replayed them (docs/semantics.md#s21-2). Loads the shared controls of those
+        strata and of this round's, once per round. Two queries. Returns the samples and who
+        replayed each control sample, by (case, stratum, repeat)."""
+        from .engine import paired
+        from .models import Arm
+
+        kinds = {c.id: c.kind for c in selected}
+        treatment = [
+            paired.Sample(case, kinds[case], Arm.TREATMENT, repeat, _scored(outcome, metrics), v)
+            for case, v, repeat, outcome, metrics in ReplaySample.objects.filter(
+                rule_id=rule_id, case_id__in=list(kinds), arm=Arm.TREATMENT
+            ).values_list("case_id", "active_set", "repeat", "outcome", "metrics")
+        ]
+        used: dict[tuple[str, str], int] = {}
+        for s in treatment:
+            used[(s.case_id, s.stratum)] = used.get((s.case_id, s.stratum), 0) + 1
+        wanted = set(used) | {(case, stratum) for case in kinds}
+        missing = {key for key in wanted if not self.shared.loaded(key)}
+        if missing:
+            rows: dict[tuple[str, str], list] = {key: [] for key in missing}
+            query = ReplaySample.objects.filter(
+                case_id__in=sorted({c for c, _ in missing}),
+                active_set__in=sorted({v for _, v in missing}),
+                arm=Arm.CONTROL,
+            ).values_list("case_id", "active_set", "repeat", "rule_id", "outcome", "metrics")
+            for case, v, repeat, owner, outcome, metrics in query:
+                if (case, v) in rows:
+                    sample = paired.Sample(
+                        case, kinds[case], Arm.CONTROL, repeat, _scored(outcome, metrics), v
+                    )
+                    rows[(case, v)].append((repeat, owner, sample))
+            for key, found in rows.items():
+                self.shared.load(key, found)
+        controls = []
+        for (case, v), n in sorted(used.items()):
+            for repeat in range(n):
+                slot = self.shared.slot((case, v), repeat)
+                if slot is not None and slot.sample is not None:
+                    controls.append((slot.sample, slot.owner))
+        owners = {(s.case_id, s.stratum, s.repeat): o for s, o in controls}
+        return treatment + [s for s, _ in controls], owners
 
     def failing_of(self, rule: Rule) -> list:
         """The candidate's failing cases, from a selection made with those of the next
@@ -457,21 +547,51 @@ class Round:
     # --- results and verdicts --------------------------------------------------------------------
 
     def on_result(self, result: RunResult) -> None:
-        rule_id = result.job.rule_id
-        if rule_id not in self.runs:  # its candidate failed meanwhile
+        job = result.job
+        run = self.runs[job.rule_id][0] if job.rule_id in self.runs else None
+        if run is None:  # its candidate failed meanwhile
             return
-        run, _ = self.runs[rule_id]
         run.record(result)
-        if run.outstanding:
+        if job.arm == cases.CONTROL and run.is_paired:
+            self.shared_in(result)  # before the owner moves on: it may conclude
+        if not run.outstanding:
+            self.advance(job.rule_id)
+
+    def shared_in(self, result: RunResult) -> None:
+        """A control replay came in: it is the shared set's now (docs/semantics.md#s21-2), and
+        every candidate waiting for it uses it. Scored by its owner, or by a candidate
+        waiting for it when its owner failed meanwhile."""
+        job = result.job
+        slot = self.shared.slot((job.case_id, job.stratum), job.repeat)
+        if slot is None or slot.sample is not None:
             return
-        over = engine.budget_exhausted(
-            budget_s=self.cfg.budget_s, elapsed_s=time.monotonic() - self.begun
-        )
-        jobs = [] if over else run.next_batch()
-        if jobs:
-            self.todo[rule_id].extend(jobs)
+        live = [w for w in slot.waiting if self.runs.get(w.rule_id, (None,))[0] is w]
+        owner = self.runs[job.rule_id][0] if job.rule_id in self.runs else None
+        last = owner.last_sample if owner is not None else None
+        key = (job.case_id, job.stratum)
+        if last is not None and (last.case_id, last.arm, last.repeat, last.stratum) == (
+            job.case_id,
+            job.arm,
+            job.repeat,
+            job.stratum,
+        ):
+            sample, body = last, owner.evidence[-1]
+        elif live:
+            # Its owner failed: the first candidate waiting for it scores it and keeps it.
+            live[0].outstanding -= 1
+            live[0].adopt(slot, result)
+            sample, body = slot.sample, slot.body
+            if not live[0].outstanding:
+                self.guarded(live[0].rule_id, self.advance, live[0].rule_id)
+            live = live[1:]
         else:
-            self.conclude(rule_id)
+            # Its owner failed and nobody waits yet: the next candidate to use it scores it.
+            slot.result, slot.waiting = result, []
+            return
+        slot.waiting = live
+        for waiter in self.shared.fill(key, job.repeat, sample, body):
+            if not waiter.outstanding:
+                self.guarded(waiter.rule_id, self.advance, waiter.rule_id)
 
     def conclude(self, rule_id: str) -> None:
         run, outcome = self.runs.pop(rule_id)
@@ -567,21 +687,10 @@ def _still_candidate(rule_id: str) -> bool:
     return Rule.objects.filter(pk=rule_id, state=RuleState.CANDIDATE).exists()
 
 
-def _prior_samples(rule_id: str, selected: list[CaseSpec]) -> list:
-    """The rule's samples from earlier rounds on the cases selected now (semantics §17.3)."""
-    from .engine import paired
-    from .models import ReplaySample, SampleOutcome
+def _scored(outcome: str, metrics: dict) -> dict:
+    from .models import SampleOutcome
 
-    kinds = {c.id: c.kind for c in selected}
-    rows = ReplaySample.objects.filter(rule_id=rule_id, case_id__in=list(kinds)).values_list(
-        "case_id", "arm", "repeat", "outcome", "metrics"
-    )
-    return [
-        paired.Sample(
-            case, kinds[case], arm, repeat, metrics if outcome == SampleOutcome.SCORED else {}
-        )
-        for case, arm, repeat, outcome, metrics in rows
-    ]
+    return metrics if outcome == SampleOutcome.SCORED else {}
 
 
 def _count(summary: dict, o: Outcome) -> None:

@@ -146,14 +146,57 @@ class PairedEvidence:
     lower_is_better: frozenset[str]
 
 
-def rule_paired_evidence(rule_id: str) -> PairedEvidence:
-    """Three queries whatever the number of samples: the samples (with their case's kind), the
-    newest verdict carrying paired evidence, and the metrics' orientation."""
-    samples = list(
+SAMPLE_FIELDS = (
+    "case_id",
+    "case__kind",
+    "arm",
+    "repeat",
+    "round_id",
+    "outcome",
+    "metrics",
+    "active_set",
+    "rule_id",
+)
+
+
+def rule_samples(rule_id: str) -> list[dict]:
+    """The paired samples a rule's verdicts use: its own rows, and the control replays of
+    other candidates it shares (docs/semantics.md#s21-2) — per case and active set, as many
+    as its treatment replays there, the first by repeat. Two queries; `rule_id` on a row
+    says whose replay it was."""
+    own = list(
         ReplaySample.objects.filter(rule_id=rule_id)
-        .order_by("case_id", "arm", "repeat")
-        .values("case_id", "case__kind", "arm", "repeat", "round_id", "outcome", "metrics")
+        .order_by("case_id", "active_set", "arm", "repeat")
+        .values(*SAMPLE_FIELDS)
     )
+    used: dict[tuple[str, str], int] = {}
+    for s in own:
+        if s["arm"] == "treatment":
+            key = (s["case_id"], s["active_set"])
+            used[key] = used.get(key, 0) + 1
+    if not used:
+        return own
+    shared = (
+        ReplaySample.objects.filter(
+            arm="control",
+            case_id__in=sorted({c for c, _ in used}),
+            active_set__in=sorted({v for _, v in used}),
+        )
+        .exclude(rule_id=rule_id)
+        .order_by("case_id", "active_set", "repeat")
+        .values(*SAMPLE_FIELDS)
+    )
+    borrowed = [s for s in shared if s["repeat"] < used.get((s["case_id"], s["active_set"]), 0)]
+    return sorted(
+        own + borrowed, key=lambda s: (s["case_id"], s["active_set"], s["arm"], s["repeat"])
+    )
+
+
+def rule_paired_evidence(rule_id: str) -> PairedEvidence:
+    """Four queries whatever the number of samples: the samples (with their case's kind, the
+    rule's own and the controls it shares), the newest verdict carrying paired evidence, and
+    the metrics' orientation."""
+    samples = rule_samples(rule_id)
     event = (
         JournalEvent.objects.filter(
             rule_id=rule_id,

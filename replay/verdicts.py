@@ -85,9 +85,17 @@ def verdicts_write(
 
 
 def _store_samples(runs: list[CandidateRun], round_id: int, now: datetime) -> None:
-    """Every paired replay of this round, kept for every later round (semantics §17.3). An
-    engine defect is kept as inconclusive: it took its repeat and is never counted."""
-    rows = [(run.rule_id, e) for run in runs if run.is_paired for e in run.evidence]
+    """Every paired replay of this round, kept for every later round (semantics §17.3), with
+    its active-set version (docs/semantics.md#s21-1). A control replay another candidate
+    replayed is that candidate's row, stored once (docs/semantics.md#s21-2). An engine
+    defect is kept as inconclusive: it took its repeat and is never counted."""
+    rows = [
+        (run.rule_id, e)
+        for run in runs
+        if run.is_paired
+        for e in run.evidence
+        if not e.get("replayed_for")
+    ]
     if not rows:
         return
     from .models import ReplaySample
@@ -105,6 +113,7 @@ def _store_samples(runs: list[CandidateRun], round_id: int, now: datetime) -> No
             "candidate_read",
             "replay_session",
             "created_at",
+            "active_set",
         ),
         [
             (
@@ -118,6 +127,7 @@ def _store_samples(runs: list[CandidateRun], round_id: int, now: datetime) -> No
                 e["candidate_read"],
                 e["replay_session"][:160],
                 now,
+                e.get("stratum", ""),
             )
             for rule_id, e in rows
         ],
@@ -152,8 +162,17 @@ def _events(o: Outcome, round_id: int, now: datetime) -> list[journal.Event]:
 def _paired_evidence(o: Outcome) -> dict | None:
     if o.run is None or not o.run.is_paired:
         return None
-    evidence = o.run.paired_verdict().evidence
-    return {**evidence, "replays_this_round": len(o.run.evidence)}
+    run = o.run
+    evidence = run.paired_verdict().evidence
+    owned = [e for e in run.evidence if not e.get("replayed_for")]
+    return {
+        **evidence,
+        "replays_this_round": len(owned),
+        # The active rule set this round's replays ran under, and whose replays the control
+        # samples were (docs/semantics.md#s21).
+        "active_set": {"version": run.stratum, "rules": list(run.active_rules)},
+        "controls": run.control_sources(),
+    }
 
 
 def _details(o: Outcome, cases: list[dict]) -> dict:

@@ -178,7 +178,8 @@ def _notes(rule: Rule, headline: headlines.Headline, paired: dict | None) -> lis
     changes = replay_selectors.active_set_changes(rule.id, scope=rule.scope)
     unread = headlines.treatment_unread(paired["figures"]) if paired["figures"] else False
     elsewhere = replay_selectors.scopes_read_on_cases(rule.id) if unread else []
-    return presenters.evidence_notes(rule, changes=changes, elsewhere=elsewhere)
+    controls = (paired["figures"] or {}).get("controls")
+    return presenters.evidence_notes(rule, changes=changes, elsewhere=elsewhere, controls=controls)
 
 
 @login_required

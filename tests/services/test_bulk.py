@@ -149,10 +149,23 @@ def test_insert_rows_stores_a_replay_sample_as_a_save_would():
         "candidate_read",
         "replay_session",
         "created_at",
+        "active_set",
     )
     rows = [
-        ("R-1", "F-1", "treatment", 0, vround.pk, "scored", EVIDENCE, True, "r1:F-1:t0", MOMENT),
-        ("R-1", "F-1", "control", 0, None, "inconclusive", {}, False, "", T0),
+        (
+            "R-1",
+            "F-1",
+            "treatment",
+            0,
+            vround.pk,
+            "scored",
+            EVIDENCE,
+            True,
+            "r1:F-1:t0",
+            MOMENT,
+            "1-0123456789ab",
+        ),
+        ("R-1", "F-1", "control", 0, None, "inconclusive", {}, False, "", T0, "0-ba9876543210"),
     ]
     saved, inserted = _as_saved_and_as_inserted(ReplaySample, columns, rows, unique=True)
     assert inserted == saved

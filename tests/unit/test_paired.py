@@ -215,7 +215,8 @@ def test_a_rule_that_breaks_the_protected_wins_is_retired_naming_metric_and_case
     assert row["by_case"] == {"W1": -1.0, "W2": -0.5}
     assert row["rejected"] and row["effect"] == pytest.approx(-0.75)
     assert verdict.reason.startswith(
-        f"regressed {OC} on protected wins W1, W2 (most on W1, −1.00): effect −0.75 ["
+        f"regressed {OC} on protected win W1 (−1.00); pooled over protected wins W1, W2: "
+        "effect −0.75 ["
     )
     assert verdict.evidence["decisive"] == {"case": "W1", "metric": OC}
 
@@ -271,7 +272,19 @@ def test_a_wide_interval_at_the_last_look_stays_pending_for_the_forward_trial():
     table = {f"F{i}": ([1.0, 0.0] * 4, [0.0, 1.0] * 4) for i in (1, 2, 3)}
     verdict = decide_paired(samples_of(table), FAILING, CFG)
     assert verdict.outcome == "pending" and verdict.pending_reason == "replay_inconclusive"
-    assert verdict.reason.endswith("the interval still holds the margin after the last look")
+    assert "the interval still holds the margin after the last look" in verdict.reason
+
+
+def test_an_inconclusive_last_look_says_how_many_more_repeats_would_decide():
+    # docs/semantics.md#s21-3: +0.25 [−0.10, +0.60] at 8 repeats; at 16 the interval, √2
+    # narrower, would clear 0 if the estimate held.
+    table = {f"F{i}": ([1.0, 1.0, 1.0, 0.0] * 2, [0.0, 1.0, 0.0, 1.0] * 2) for i in (1, 2, 3)}
+    verdict = decide_paired(samples_of(table), FAILING, CFG)
+    assert verdict.outcome == "pending"
+    assert verdict.reason == (
+        "effect +0.25 [−0.10, +0.60]; the interval still holds the margin after the last look; "
+        "about 8 more repeats per case and arm would decide (replay_max_repeats 8 → 16)"
+    )
 
 
 # --- missing metrics, determinism, evidence ---------------------------------------------------
@@ -425,7 +438,7 @@ def test_with_the_defaults_a_broken_win_holds_back_then_retires_at_the_last_look
     assert first.outcome == "pending" and first.evidence["held_back_by"]["case"] == "W1"
     last = decide_paired(_rescue_and_break_one_win(8), FAILING + WINS, cfg)
     assert last.outcome == "retire" and last.evidence["decisive"] == {"case": "W1", "metric": OC}
-    assert last.reason.startswith(f"regressed {OC} on protected wins W1, W2 (most on W1, −1.00)")
+    assert last.reason.startswith(f"regressed {OC} on protected win W1 (−1.00); pooled over")
 
 
 # --- ties on a 0/1 deciding metric ----------------------------------------------------------

@@ -192,6 +192,15 @@ def test_notes_say_when_the_control_arms_baseline_moved_and_where_the_agent_read
     assert presenters.evidence_notes(rule, changes=[], elsewhere=[]) == []
 
 
+def test_notes_name_the_candidates_whose_control_replays_a_rule_shares():
+    rule = SimpleNamespace(scope="git", id="C-002")
+    controls = {"F-8": {"C-001": 4, "C-002": 4}, "F-9": {"C-002": 8}}
+    (note,) = presenters.evidence_notes(rule, changes=[], elsewhere=[], controls=controls)
+    assert note.endswith("replayed for: F-8 (4 for C-001, 4 for C-002).")
+    own = {"F-9": {"C-002": 8}}
+    assert presenters.evidence_notes(rule, changes=[], elsewhere=[], controls=own) == []
+
+
 @pytest.mark.parametrize(
     ("extraction", "words"),
     [

@@ -1,0 +1,58 @@
+"""bench/bench_noise.py's grid (docs/semantics.md#s21-3) runs, at a tiny size, through the
+engine's real decision code: CI keeps it from rotting (the figures are in the README, from full
+runs)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_noise.py"),
+            "--grid",
+            "--groups",
+            "2",
+            "--bases",
+            "0.3",
+            "--effects",
+            "0.4",
+            "--harms",
+            "0.5",
+            "--failing-cases",
+            "1,2",
+            "--win-counts",
+            "1",
+            "--per-case",
+            "1,2",
+            "--max-repeats",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    cells = out["cells"]
+    assert [(c["base"], c["failing"], c["wins"]) for c in cells] == [(0.3, 1, 1), (0.3, 2, 1)]
+    for cell in cells:
+        assert set(cell["classes"]) == {"null", "helps +0.4", "harms 0.5"}
+        for figures in cell["classes"].values():
+            assert figures["rules"] == 4  # 2 groups of 2 candidates sharing their cases
+            shares = figures["promoted"] + figures["retired"] + figures["pending"]
+            assert shares == 1 and 0 <= figures["futility"] <= figures["retired"]
+            # One look of 4 repeats per case and arm: alone a decided rule spends 8 replays a
+            # case; two candidates sharing the control replays spend 4 + 4 / 2 each.
+            cases = cell["failing"] + 1
+            assert figures["replays_alone"] in (None, cases * 8)
+            assert figures["replays"]["1"] in (None, cases * 8)
+            assert figures["replays"]["2"] in (None, cases * 6)
+    assert set(out["overall"]["replays_per_decided"]) == {"1", "2"}
