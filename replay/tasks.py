@@ -16,7 +16,12 @@ def round_run_task(*, kicked_by: str = "") -> int | None:
     return vround.pk if vround else None
 
 
-@shared_task(name="replay.tasks.replay_task", ignore_result=True)
+# Acknowledged when it ends, and handed back to the broker if its worker dies: a delivery
+# of a replay that is done, or whose lease another attempt holds, claims nothing and ends
+# (docs/semantics.md#s18-lease), so a redelivery is harmless.
+@shared_task(
+    name="replay.tasks.replay_task", ignore_result=True, acks_late=True, reject_on_worker_lost=True
+)
 def replay_task(*, session_id: str) -> bool:
     """One replay of a round, on whichever worker is free; its result goes to its row."""
     from .dispatch import run_stored
