@@ -10,6 +10,9 @@ import logging
 
 logger = logging.getLogger(__name__)
 
+# At most one follow-up kick is waiting at any moment (docs/semantics.md#s9-1-lease).
+FOLLOW_UP_KEY = "cauterweb:round:follow-up"
+
 
 def kick_round(*, reason: str) -> dict:
     """Enqueue a round. Returns {"queued": bool, "detail": str}."""
@@ -36,3 +39,30 @@ def _journal_kick_failure(reason: str, exc: Exception) -> None:
         )
     except Exception:
         logger.exception("could not journal a failed kick either")
+
+
+def kick_after_holder() -> bool:
+    """A kick that found the round lock held: kick again in half a lock period, so a round
+    starts within seconds of its holder's death (its lock expires unrenewed) and work
+    recorded during a round is not left for the periodic schedule. At most one follow-up
+    waits at a time (a Redis key that lives a little less than the delay), so the kicks of a
+    busy intake do not multiply; a healthy holder costs one no-op task per period. Never
+    raises; True if a follow-up was queued."""
+    from celery import current_app
+    from django.conf import settings
+
+    from . import lock
+    from .tasks import round_run_task
+
+    url = settings.CAUTERWEB_LOCK_URL
+    if current_app.conf.task_always_eager or not url.startswith("redis"):
+        return False
+    delay = lock.lock_ttl_s() / 2
+    try:
+        if not lock.redis_client(url).set(FOLLOW_UP_KEY, 1, nx=True, px=int(delay * 900)):
+            return False
+        round_run_task.apply_async(kwargs={"kicked_by": "follow-up"}, countdown=delay)
+    except Exception as exc:
+        logger.warning("could not queue a follow-up round (%s); beat will kick one", exc)
+        return False
+    return True

@@ -28,6 +28,10 @@ class ValidationRound(models.Model):
     progress = models.JSONField(default=dict, blank=True)
     # host:pid of the worker running it, so an operator (or a fault test) can find it.
     worker = models.CharField(max_length=128, blank=True)
+    # The round lock's fencing token while it ran, and when its heartbeat last renewed the
+    # lock (docs/semantics.md#s9-1-lease): a round reaped as dead says when its worker stopped.
+    fence = models.BigIntegerField(null=True, blank=True)
+    lease_renewed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]

@@ -5,6 +5,7 @@ from celery import shared_task
 
 @shared_task(name="replay.tasks.round_run_task", ignore_result=True)
 def round_run_task(*, kicked_by: str = "") -> int | None:
+    from .kick import kick_after_holder
     from .rounds import round_has_work, round_run
 
     # Every report and candidate batch kicks a round, and beat kicks one every minute: with no
@@ -13,6 +14,8 @@ def round_run_task(*, kicked_by: str = "") -> int | None:
     if not round_has_work():
         return None
     vround = round_run(kicked_by=kicked_by)
+    if vround is None:  # another round holds the lock, or held it until it died
+        kick_after_holder()
     return vround.pk if vround else None
 
 
