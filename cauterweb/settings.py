@@ -167,9 +167,7 @@ if DATABASE_URL:
         # Health checks: a persistent connection that was cut (database restarted, backend
         # terminated) is replaced before a request uses it, instead of answering 503 once.
         DATABASES = {
-            "default": dj_database_url.parse(
-                DATABASE_URL, conn_max_age=60, conn_health_checks=True
-            )
+            "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
         }
     except Exception as exc:  # dj-database-url raises several types for a bad URL
         raise ImproperlyConfigured(f"DATABASE_URL could not be parsed: {exc}") from None
