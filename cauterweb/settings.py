@@ -244,6 +244,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     + env_float("CAUTERWEB_REPLAY_TIMEOUT_S", 300.0),
 }
 CELERY_BROKER_CONNECTION_TIMEOUT = BROKER_TIMEOUT_S
+# A publish that timed out is not retried (Celery's default retries it three times: 10 s on a
+# hung broker); the kick is journaled as failed and the next one, or beat's, goes through.
+CELERY_TASK_PUBLISH_RETRY = False
 CELERY_REDIS_SOCKET_TIMEOUT = BROKER_TIMEOUT_S
 CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = BROKER_TIMEOUT_S
 # One message reserved per worker process at a time: a worker that dies takes no queue of

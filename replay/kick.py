@@ -7,8 +7,17 @@ no-op because the round lock is taken.
 """
 
 import logging
+import threading
+import time
 
 logger = logging.getLogger(__name__)
+
+# After a kick failed, this process does not try the broker again for this long: a hung broker
+# costs one request its 2 s socket timeout, not every request (docs/deploy.md). The kicks
+# skipped meanwhile are journaled as failed all the same; beat's next kick catches up.
+BROKER_BACKOFF_S = 5.0
+_down = {"until": 0.0, "error": ""}
+_down_lock = threading.Lock()
 
 # At most one follow-up kick is waiting at any moment (docs/semantics.md#s9-1-lease).
 FOLLOW_UP_KEY = "cauterweb:round:follow-up"
@@ -16,15 +25,33 @@ FOLLOW_UP_KEY = "cauterweb:round:follow-up"
 
 def kick_round(*, reason: str) -> dict:
     """Enqueue a round. Returns {"queued": bool, "detail": str}."""
+    from celery import current_app
+
     from .tasks import round_run_task
 
+    # Only a real broker backs off (an eager kick runs the round in this process).
+    broker = not current_app.conf.task_always_eager
+    with _down_lock:
+        until, error = _down["until"], _down["error"]
+    if broker and time.monotonic() < until:
+        exc = BrokerBackingOff(f"not tried: a kick failed {BROKER_BACKOFF_S:g} s ago ({error})")
+        _journal_kick_failure(reason, exc)
+        return {"queued": False, "detail": f"broker unavailable: {exc}"}
     try:
         round_run_task.delay(kicked_by=reason)
     except Exception as exc:
         logger.warning("could not kick a validation round (%s): %s", reason, exc)
+        if broker:
+            with _down_lock:
+                _down["until"] = time.monotonic() + BROKER_BACKOFF_S
+                _down["error"] = f"{type(exc).__name__}: {exc}"[:200]
         _journal_kick_failure(reason, exc)
         return {"queued": False, "detail": f"broker unavailable: {exc}"}
     return {"queued": True, "detail": "round queued"}
+
+
+class BrokerBackingOff(Exception):
+    """A kick not sent: the broker failed a moment ago in this process."""
 
 
 def _journal_kick_failure(reason: str, exc: Exception) -> None:
