@@ -53,7 +53,9 @@ def test_the_queue_shows_what_needs_a_human_with_counts_in_the_navigation(signed
     shot("review queue")
     page.locator("#r-kind").select_option("harm")
     expect(page).to_have_url(re.compile(r"/review/\?.*kind=harm"))
-    expect(page.locator("[data-review-card]")).to_have_count(open_items.filter(kind="harm").count())
+    expect(page.locator("[data-review-card]")).to_have_count(
+        open_items.filter(kind="harm").count()
+    )
 
 
 def _stage_a_pack() -> None:
