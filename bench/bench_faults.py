@@ -134,12 +134,12 @@ def connections_cut(url: str, key: str, n: int) -> None:
 def _round_env(url: str, **extra: str) -> dict:
     from tests.faults.services import environment
 
+    defaults = {
+        "CAUTERWEB_REPLAY_BACKEND": "replay.backends.simulated:replay",
+        "CAUTERWEB_REPLAY_CONCURRENCY": "2",
+    }
     return environment(
-        database_url=url,
-        broker_url=os.environ["CELERY_BROKER_URL"],
-        CAUTERWEB_REPLAY_BACKEND="replay.backends.simulated:replay",
-        CAUTERWEB_REPLAY_CONCURRENCY="2",
-        **extra,
+        database_url=url, broker_url=os.environ["CELERY_BROKER_URL"], **{**defaults, **extra}
     )
 
 
