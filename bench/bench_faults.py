@@ -205,7 +205,7 @@ def replay_worker_killed(url: str) -> None:
     marker.parent.mkdir(exist_ok=True)
     runs = {}
     for label, rule_id in (("calm", "K-2"), ("killed", "K-3")):
-        Rule.objects.filter(state="candidate").update(state="retired")
+        Rule.objects.filter(state="candidate").update(state="retired", pending_reason="")
         _seed_replay_candidate(rule_id)
         marker.unlink(missing_ok=True)
         doomed = None
@@ -250,7 +250,7 @@ def worker_killed(url: str) -> None:
     marker = ROOT / "var" / "bench-faults-marker"
     marker.parent.mkdir(exist_ok=True)
     marker.unlink(missing_ok=True)
-    Rule.objects.filter(state="candidate").update(state="retired")
+    Rule.objects.filter(state="candidate").update(state="retired", pending_reason="")
     _seed_replay_candidate("K-1")
     _emptied()
     env = environment(database_url=url, broker_url=os.environ["CELERY_BROKER_URL"])
@@ -342,7 +342,7 @@ def nan_answers(url: str) -> None:
     from lifecycle.models import JournalEvent, Rule
     from replay.models import ReplaySession
 
-    Rule.objects.filter(state="candidate").update(state="retired")
+    Rule.objects.filter(state="candidate").update(state="retired", pending_reason="")
     _seed_replay_candidate("K-4")
     marker = ROOT / "var" / "bench-faults-marker"
     env = _round_env(url, CAUTERWEB_REPLAY_BACKEND="tests.faults.harness:nan_replay")
