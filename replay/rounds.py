@@ -210,7 +210,7 @@ def _round(*, lease: lock.Lease, kicked_by: str, now: datetime, on_progress) -> 
         kicked_by=kicked_by[:64],
         worker=f"{socket.gethostname()}:{os.getpid()}"[:128],
         fence=lease.fence,
-        lease_renewed_at=now,
+        lease_renewed_at=timezone.now(),
     )
     lease.on_beat = lambda: ValidationRound.objects.filter(pk=vround.pk).update(
         lease_renewed_at=timezone.now()

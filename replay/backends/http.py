@@ -114,6 +114,7 @@ class HttpBackend:
         self.url = url
 
     def __call__(self, case: ReplayCase, context: ReplayContext) -> dict:
+        sent_at, nonce = int(time.time()), secrets.token_hex(16)
         body = json.dumps(
             {
                 "case": {
@@ -127,8 +128,8 @@ class HttpBackend:
                 "replay_token": context.token,
                 "rule_tool_url": api_url(f"{context.token}/rules"),
                 "started_url": api_url(f"{context.token}/started"),
-                "sent_at": int(time.time()),
-                "nonce": (nonce := secrets.token_hex(16)),
+                "sent_at": sent_at,
+                "nonce": nonce,
             },
             sort_keys=True,
             default=str,
@@ -142,7 +143,7 @@ class HttpBackend:
             headers={
                 "Content-Type": "application/json",
                 SIGNATURE_HEADER: sign(body),
-                TIMESTAMP_HEADER: str(json.loads(body)["sent_at"]),
+                TIMESTAMP_HEADER: str(sent_at),
                 NONCE_HEADER: nonce,
             },
             timeout=(CONNECT_TIMEOUT_S, longest or None),
