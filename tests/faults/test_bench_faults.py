@@ -1,6 +1,7 @@
 """bench/bench_faults.py runs at a tiny size in CI, so it cannot rot: its fault scenarios on
 real services (a database of its own, created afresh; the suite's broker; a private Redis),
-each printing its figure."""
+each printing its figure. Its two worker-killing scenarios cost several worker start-ups
+each; tests/faults/test_leases.py runs the same faults."""
 
 import os
 import subprocess
@@ -25,14 +26,13 @@ def test_the_faults_bench_runs_its_fault_scenarios_at_a_tiny_size():
         "DATABASE_URL": f"postgres://{user}{where}/{db['NAME']}_bench",
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
     }
-    scenarios = "redis-paused,nan-answers,replay-worker-killed,round-holder-killed"
+    scenarios = "redis-paused,nan-answers"
     done = subprocess.run(
-        [sys.executable, "bench/bench_faults.py", "--reports", "3", "--pause", "3",
+        [sys.executable, "bench/bench_faults.py", "--reports", "3", "--pause", "2",
          "--only", scenarios],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert "redis paused 3 s:" in out and " 0 slots stuck" in out
-    assert "replay worker killed mid-replay" in out and "each counted once" in out
-    assert "round holder killed mid-round: the next round started" in out
+    assert "redis paused 2 s:" in out and " 0 slots stuck" in out
+    assert "NaN / out-of-range answers:" in out
