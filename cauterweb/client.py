@@ -16,7 +16,9 @@ No Django here: install the package, or copy this module; it needs only `httpx`.
     serve_harness(replay, key=os.environ["CAUTERWEB_REPLAY_HMAC_KEY"], port=8770)
 
 The harness follows the HTTP replay contract (semantics §14): it checks the request's
-`X-CauterWeb-Signature` (HMAC-SHA256 of the exact body, `sha256=<hex>`), gives the agent a rule
+`X-CauterWeb-Signature` (HMAC-SHA256 of the exact body, `sha256=<hex>`), refuses a request
+sent more than 300 s ago or ahead, or whose `nonce` it has seen (a captured request sent
+again), signs its answer back (HMAC-SHA256 of the nonce, ".", and the exact answer), gives the agent a rule
 tool that reads from `rule_tool_url` and a `mark_started` that signals `started_url` (both
 with the per-replay token), passes the `arm` (`treatment` / `control`) when the engine sends
 one, and answers with the session JSON the agent returned.
@@ -28,6 +30,8 @@ import hashlib
 import hmac
 import json
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -177,6 +181,11 @@ def signature(body: bytes, key: str) -> str:
     return "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
 
 
+# A request is refused if sent longer ago (or further ahead) than this, or if its nonce was
+# seen within twice this.
+MAX_AGE_S = 300.0
+
+
 class Harness:
     """An HTTP replay harness serving one agent function."""
 
@@ -184,6 +193,8 @@ class Harness:
         self, replay_fn: ReplayFn, *, key: str, host: str, port: int, timeout: float = 30.0
     ):
         self.replay_fn, self.key, self.timeout = replay_fn, key, timeout
+        self._nonces: OrderedDict[str, float] = OrderedDict()
+        self._nonces_lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), _handler(self))
         self._thread: threading.Thread | None = None
 
@@ -212,12 +223,30 @@ class Harness:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _first_time(self, nonce: str, now: float) -> bool:
+        with self._nonces_lock:
+            while self._nonces and next(iter(self._nonces.values())) < now - 2 * MAX_AGE_S:
+                self._nonces.popitem(last=False)
+            if nonce in self._nonces:
+                return False
+            self._nonces[nonce] = now
+            return True
+
     def handle(self, body: bytes, signed: str) -> tuple[int, dict]:
         """(status, JSON answer) for one signed replay request."""
         if not hmac.compare_digest(signature(body, self.key), signed or ""):
             return 401, {"detail": "bad or missing X-CauterWeb-Signature"}
         try:
             request = json.loads(body)
+            sent_at, nonce = float(request["sent_at"]), str(request["nonce"])
+        except (ValueError, KeyError, TypeError):
+            return 401, {"detail": "the request carries no sent_at and nonce"}
+        now = time.time()
+        if abs(now - sent_at) > MAX_AGE_S:
+            return 401, {"detail": f"stale request: sent {now - sent_at:.0f} s ago"}
+        if not self._first_time(nonce, now):
+            return 401, {"detail": "replayed request: its nonce was seen before"}
+        try:
             case = ReplayCase(**request["case"], rule=request["rule"])
             token, rule_tool_url, started_url = (
                 request["replay_token"],
@@ -252,6 +281,9 @@ def _handler(harness: Harness) -> type[BaseHTTPRequestHandler]:
                 status, answer = 500, {"detail": f"{type(exc).__name__}: {exc}"}
             data = json.dumps(answer).encode()
             self.send_response(status)
+            if status == 200:  # the answer, signed back for the request's nonce
+                nonce = json.loads(body)["nonce"].encode()
+                self.send_header(SIGNATURE_HEADER, signature(nonce + b"." + data, harness.key))
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

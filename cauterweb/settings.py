@@ -164,7 +164,11 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     try:
-        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+        # Health checks: a persistent connection that was cut (database restarted, backend
+        # terminated) is replaced before a request uses it, instead of answering 503 once.
+        DATABASES = {
+            "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+        }
     except Exception as exc:  # dj-database-url raises several types for a bad URL
         raise ImproperlyConfigured(f"DATABASE_URL could not be parsed: {exc}") from None
 else:
@@ -222,8 +226,31 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A request must never hang on a broker that is down (semantics §9.1): fail fast, the periodic
 # schedule picks the work up later.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
-CELERY_BROKER_CONNECTION_TIMEOUT = 2
+# Every socket call to the broker gives up after 2 s (a hung Redis — paused, swapping, cut off
+# — costs a request at most that, then the kick is journaled as failed and the report stands).
+# A message a worker took and never acknowledged (it died) goes back to the queue after the
+# visibility timeout: longer than the slowest legal replay, so a running replay task is not
+# delivered twice in the normal case (twice is harmless: its claim decides, docs/deploy.md).
+BROKER_TIMEOUT_S = 2.0
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+    "socket_timeout": BROKER_TIMEOUT_S,
+    "socket_connect_timeout": BROKER_TIMEOUT_S,
+    "visibility_timeout": 60
+    + env_float("CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S", 0.0)
+    + env_float("CAUTERWEB_REPLAY_TIMEOUT_S", 300.0),
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = BROKER_TIMEOUT_S
+# A publish that timed out is not retried (Celery's default retries it three times: 10 s on a
+# hung broker); the kick is journaled as failed and the next one, or beat's, goes through.
+CELERY_TASK_PUBLISH_RETRY = False
+CELERY_REDIS_SOCKET_TIMEOUT = BROKER_TIMEOUT_S
+CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = BROKER_TIMEOUT_S
+# One message reserved per worker process at a time: a worker that dies takes no queue of
+# fetched replays with it (each would wait out the visibility timeout).
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup closes a worker's database connections before and after every task
 # unless this is set, and a replay task then pays a new PostgreSQL backend each time. Workers

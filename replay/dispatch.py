@@ -16,17 +16,21 @@ rule tool returned, the verifier's answer — plain data the round scores.
 
 import json
 import logging
+import math
+import os
 import queue
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections
 from django.utils import timezone
 
 from lifecycle.models import Rule, RuleRead, Trajectory
@@ -46,8 +50,20 @@ POLL_S = 0.02
 ROWS_EVERY_S = 1.0
 # A round's results list outlives a round that died (its key is deleted when a round ends).
 SIGNALS_TTL_S = 3600
-# A Celery replay not finished this long after its timeouts allow is counted lost.
+# A Celery replay not finished this long after its timeouts allow is counted lost: the last
+# resort, for a task the broker itself lost (a worker's death is found by its lease, below).
 LOST_GRACE_S = 60.0
+# A replay task's lease (docs/semantics.md#s18-lease): a claim holds the replay this long,
+# and the worker's heartbeat pushes it out every HEARTBEAT_S while the harness runs. A lease
+# that ran out means the worker (or its connection) is gone: the round sends the replay
+# again, at most MAX_ATTEMPTS times, and the attempt that lost its lease cannot store.
+LEASE_S = 10.0
+HEARTBEAT_S = 2.0
+MAX_ATTEMPTS = 3
+# A replay still queued this long after it was sent is sent again (a duplicate finds it
+# claimed and does nothing): the message may sit with a worker that died before claiming
+# it, until the broker's visibility timeout.
+RESEND_QUEUED_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -106,26 +122,54 @@ class RoundContext(ReplayContext):
         return self._env_wait_s > 0 and not self.started.is_set()
 
 
-def last_trace_metrics(session: Any) -> dict | None:
-    """The metrics of the session's last trace (semantics §7.4), or None if there are none."""
+class OutOfContract(ValueError):
+    """A harness's answer that breaks the session contract (docs/semantics.md#s14): the
+    replay is inconclusive with this as its reason, never scored and never stored as sent."""
+
+
+def _metric_value(name: Any, value: Any) -> float:
+    if not isinstance(name, str) or not name:
+        raise OutOfContract(f"a metric name is {name!r}, not a non-empty string")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise OutOfContract(f"metric {name!r} is {value!r} ({type(value).__name__}), not a number")
+    value = float(value)
+    if not math.isfinite(value):
+        raise OutOfContract(f"metric {name!r} is {value!r}, not a finite number")
+    if not 0.0 <= value <= 1.0:
+        raise OutOfContract(f"metric {name!r} is {value!r}, outside [0, 1]")
+    return value
+
+
+def answer_metrics(session: Any) -> dict[str, float]:
+    """The metrics of the session's last trace (docs/semantics.md#s7-4), checked against the
+    contract: a dict with a non-empty `traces` list whose last item has a `metrics` object of
+    finite numbers in [0, 1] (docs/semantics.md#s1). Raises `OutOfContract` naming what is
+    wrong; NaN, infinities, 93.0 or "0.5" are never scored (nor refused later by PostgreSQL's
+    JSON)."""
     if not isinstance(session, dict):
-        return None
+        raise OutOfContract(f"the answer is {type(session).__name__}, not a session object")
     traces = session.get("traces")
-    if not isinstance(traces, list) or not traces or not isinstance(traces[-1], dict):
-        return None
-    metrics = traces[-1].get("metrics")
+    if not isinstance(traces, list) or not traces:
+        raise OutOfContract("the session has no trace with metrics")
+    last = traces[-1]
+    metrics = last.get("metrics") if isinstance(last, dict) else None
     if not isinstance(metrics, dict):
+        raise OutOfContract("the session has no trace with metrics")
+    return {name: _metric_value(name, value) for name, value in metrics.items()}
+
+
+def last_trace_metrics(session: Any) -> dict | None:
+    """The checked metrics of the session's last trace, or None if it breaks the contract."""
+    try:
+        return answer_metrics(session)
+    except OutOfContract:
         return None
-    return {
-        k: float(v)
-        for k, v in metrics.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
 
 
 def verify(verifier, session: Any, replay_input: Any) -> float | None:
     """The verifier's verdict as `outcome_correct`; "don't know" (None) or an error counts as
-    no answer — it contributes nothing and vetoes nothing (semantics §6)."""
+    no answer — it contributes nothing and vetoes nothing (semantics §6). NaN or an infinity
+    is no answer either."""
     if verifier is None:
         return None
     try:
@@ -134,9 +178,14 @@ def verify(verifier, session: Any, replay_input: Any) -> float | None:
         logger.exception("the verifier raised; treating it as no answer")
         return None
     try:
-        return None if answer is None else min(1.0, max(0.0, float(answer)))
+        value = None if answer is None or isinstance(answer, bool) else float(answer)
     except (TypeError, ValueError):
         return None
+    if value is None or not math.isfinite(value):
+        if answer is not None:
+            logger.warning("the verifier answered %r; treating it as no answer", answer)
+        return None
+    return min(1.0, max(0.0, value))
 
 
 @dataclass
@@ -257,9 +306,11 @@ class ThreadPool:
         del self._flights[flight.job.session_id]
         result = RunResult(job=flight.job, error=error, verifier_answer=answer)
         if error is None:
-            result.metrics = last_trace_metrics(session)
-            if result.metrics is None:
-                result.error = "the session has no trace with metrics"
+            try:
+                result.metrics = answer_metrics(session)
+            except OutOfContract as exc:
+                result.error = f"the harness's answer is out of contract: {exc}"
+                result.verifier_answer = None
         result.read, result.reads_stored = _reads(flight, self.cfg)
         _close_session(flight.job, self.cfg)
         return [result]
@@ -356,13 +407,23 @@ def _results_redis():
     return lock.redis_client(url) if url.startswith("redis") else None
 
 
+@dataclass
+class _Sent:
+    job: Job
+    at: float  # when it was last sent
+    since: float  # when its current attempt began: sent first, or again after a lost lease
+    sends: int = 1
+
+
 class CeleryPool:
     """Replays as Celery tasks on any worker (semantics §18 with a broker).
 
     A task stores its result in its row, then pushes it on the round's Redis list, where the
     round blocks until one arrives: no query per poll, and no poll delay. The rows are read
-    only now and then, for a result whose signal was lost (a worker killed between the two
-    steps, Redis unreachable a moment); without Redis they are polled every `POLL_S`."""
+    once a second all the same (every `POLL_S` without Redis): for a result whose signal was
+    lost, and for the replays' leases — a replay whose lease ran out lost its worker or its
+    worker's connection, and is sent again at once (docs/semantics.md#s18-lease) instead of
+    holding its slot until its deadline."""
 
     # A task sent is a task any worker may start: never more than the slots.
     queues_ahead = False
@@ -377,15 +438,17 @@ class CeleryPool:
     ):
         self.cfg, self.round_id, self._send, self._clock = cfg, round_id, send, clock
         self.slots = cfg.concurrency
-        self._flights: dict[str, tuple[Job, float]] = {}
+        self._flights: dict[str, _Sent] = {}
         self._redis = _results_redis()
         self._key = results_key(round_id)
         self._signalled: list[bytes] = []
         self._polled_at = float("-inf")
+        self.resent = 0  # replays sent again after their lease ran out (for the summary)
 
     def submit(self, job: Job, case: ReplayCase | None = None, context=None) -> None:
         open_session(job, self.round_id, status=ReplayStatus.QUEUED)
-        self._flights[job.session_id] = (job, self._clock())
+        now = self._clock()
+        self._flights[job.session_id] = _Sent(job, now, now)
         self._send(job.session_id)
 
     def busy(self) -> int:
@@ -416,7 +479,7 @@ class CeleryPool:
         except Exception:
             logger.warning("no replay signals from Redis; reading the rows", exc_info=True)
             self._polled_at = float("-inf")
-            time.sleep(POLL_S)
+            time.sleep(min(timeout, ROWS_EVERY_S))
             return
         if popped is not None:
             self._signalled.append(popped[1])
@@ -437,30 +500,76 @@ class CeleryPool:
         return out
 
     def _from_rows(self) -> list[RunResult]:
+        """Results stored without a signal; replays whose lease ran out, sent again (or,
+        after MAX_ATTEMPTS, counted inconclusive); replays queued too long, sent again."""
         every = POLL_S if self._redis is None else ROWS_EVERY_S
         if not self._flights or self._clock() - self._polled_at < every:
             return []
         self._polled_at = self._clock()
-        rows = ReplaySession.objects.filter(
-            pk__in=list(self._flights), status=ReplayStatus.DONE, result__isnull=False
-        ).values_list("pk", "result")
-        return [self._result(sid, stored) for sid, stored in rows]
+        now = timezone.now()
+        rows = ReplaySession.objects.filter(pk__in=list(self._flights)).values_list(
+            "pk", "status", "result", "attempts", "lease_expires_at"
+        )
+        out = []
+        for sid, status, stored, attempts, lease in rows:
+            if status == ReplayStatus.DONE and stored is not None:
+                out.append(self._result(sid, stored))
+            elif status == ReplayStatus.RUNNING and lease is not None and lease < now:
+                out += self._lease_ran_out(sid, attempts, now)
+            elif status == ReplayStatus.QUEUED:
+                self._resend_if_stale(sid)
+        return out
+
+    def _lease_ran_out(self, sid: str, attempts: int, now) -> list[RunResult]:
+        """Its worker stopped heartbeating: put it back in line, once (a conditional UPDATE
+        on the attempt that lost it), and send it again; or give up after MAX_ATTEMPTS."""
+        expired = ReplaySession.objects.filter(
+            pk=sid, status=ReplayStatus.RUNNING, attempts=attempts, lease_expires_at__lt=now
+        )
+        if attempts >= MAX_ATTEMPTS:
+            error = f"the replay's worker was lost {attempts} times (its lease ran out)"
+            result = {"error": error}
+            if expired.update(status=ReplayStatus.DONE, result=result, finished_at=now):
+                return [self._result(sid, result)]
+            return []
+        if expired.update(status=ReplayStatus.QUEUED, lease_expires_at=None, claimed_by=""):
+            logger.warning("replay %s: its worker stopped (attempt %s); sent again", sid, attempts)
+            self.resent += 1
+            self._resend(sid)
+            self._flights[sid].since = self._clock()
+        return []
+
+    def _resend_if_stale(self, sid: str) -> None:
+        sent = self._flights[sid]
+        if self._clock() - sent.at > RESEND_QUEUED_S * sent.sends:
+            self._resend(sid)
+
+    def _resend(self, sid: str) -> None:
+        sent = self._flights[sid]
+        sent.at, sent.sends = self._clock(), sent.sends + 1
+        try:
+            self._send(sid)
+        except Exception:
+            logger.warning("replay %s: could not send it again; tried later", sid, exc_info=True)
 
     def _result(self, sid: str, stored: dict) -> RunResult:
-        job, _ = self._flights.pop(sid)
-        return RunResult(**{**stored, "job": job})
+        sent = self._flights.pop(sid)
+        return RunResult(**{**stored, "job": sent.job})
 
     def _lost(self) -> list[RunResult]:
-        """A task whose worker died never reports: counted inconclusive, never lost."""
+        """A task no worker ever reported on (lost by the broker): counted inconclusive once
+        its timeouts and a grace passed since its attempt began, never lost."""
         allowed = self.cfg.env_wait_timeout_s + self.cfg.replay_timeout_s + LOST_GRACE_S
         if not (self.cfg.replay_timeout_s > 0):
             return []
         now = self._clock()
-        late = [sid for sid, (_, at) in self._flights.items() if now - at > allowed]
+        late = [sid for sid, sent in self._flights.items() if now - sent.since > allowed]
         out = []
         for sid in late:
-            job, _ = self._flights.pop(sid)
-            ReplaySession.objects.filter(pk=sid).update(status=ReplayStatus.DONE)
+            job = self._flights.pop(sid).job
+            ReplaySession.objects.filter(pk=sid).update(
+                status=ReplayStatus.DONE, lease_expires_at=None, finished_at=timezone.now()
+            )
             out.append(RunResult(job=job, error="the replay task was lost with its worker"))
         return out
 
@@ -492,44 +601,136 @@ def _case_of_round(case_id: str, round_id: int | None) -> Trajectory:
     return Trajectory.objects.get(pk=case_id)
 
 
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"[:128]
+
+
 def _claim(session_id: str) -> tuple | None:
-    """Take a queued replay, and read what it is, in one statement; None if another delivery
-    of the task took it first."""
+    """Take a replay, and read what it is, in one statement: a queued one, or one whose lease
+    ran out (its worker died and the broker handed the task on). Counts the attempt and
+    takes the lease. None if another delivery of the task holds it, or it is done."""
     table = ReplaySession._meta.db_table
+    now = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET status = %s WHERE id = %s AND status = %s "
-            "RETURNING rule_id, case_id, kind, arm, repeat, round_id, token",
-            [ReplayStatus.RUNNING, session_id, ReplayStatus.QUEUED],
+            f"UPDATE {table} SET status = %s, attempts = attempts + 1, lease_expires_at = %s, "
+            "claimed_by = %s "
+            "WHERE id = %s AND (status = %s OR (status = %s AND lease_expires_at < %s)) "
+            "RETURNING rule_id, case_id, kind, arm, repeat, round_id, token, attempts",
+            [
+                ReplayStatus.RUNNING,
+                now + timedelta(seconds=LEASE_S),
+                _worker_name(),
+                session_id,
+                ReplayStatus.QUEUED,
+                ReplayStatus.RUNNING,
+                now,
+            ],
         )
         return cursor.fetchone()
 
 
+class Heartbeat:
+    """Pushes a claimed replay's lease out every HEARTBEAT_S while its harness runs, from a
+    thread of its own (with its own database connection). A lease found taken over (the
+    round gave up on this attempt) stops the heartbeat; the result will not be stored."""
+
+    def __init__(self, session_id: str, attempt: int):
+        self.session_id, self.attempt = session_id, attempt
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="replay-lease", daemon=True)
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=HEARTBEAT_S + 5)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(HEARTBEAT_S):
+                try:
+                    held = ReplaySession.objects.filter(
+                        pk=self.session_id, status=ReplayStatus.RUNNING, attempts=self.attempt
+                    ).update(lease_expires_at=timezone.now() + timedelta(seconds=LEASE_S))
+                except DatabaseError:
+                    logger.warning("replay %s: heartbeat failed; retrying", self.session_id)
+                    connection.close()  # this thread's: the next beat opens a fresh one
+                    continue
+                if not held:
+                    self.lost.set()
+                    return
+        finally:
+            connections.close_all()
+
+
+def _json_safe(stored: dict) -> dict:
+    """What PostgreSQL's JSON accepts: a result that is not (a defect, never a harness's
+    answer, which was checked) is kept as an inconclusive replay with its reason."""
+    try:
+        json.dumps(stored, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return {"error": f"the replay's result could not be stored: {exc}"}
+    return stored
+
+
+def _store(session_id: str, attempt: int, stored: dict) -> bool:
+    """Keep the result, if this attempt still holds the replay (a conditional UPDATE: the
+    fence). A connection that broke meanwhile is replaced, once."""
+    for last in (False, True):
+        try:
+            return (
+                ReplaySession.objects.filter(
+                    pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
+                ).update(
+                    status=ReplayStatus.DONE,
+                    result=stored,
+                    finished_at=timezone.now(),
+                    lease_expires_at=None,
+                )
+                == 1
+            )
+        except (OperationalError, InterfaceError):
+            if last or connection.in_atomic_block:
+                raise
+            logger.warning("replay %s: storing failed; on a fresh connection", session_id)
+            connection.close()
+    return False
+
+
 def run_stored(session_id: str) -> bool:
     """The body of `replay_task`: claim the replay (a redelivered task finds it claimed and
-    does nothing), run it in this worker under the same timeouts, store the result and
-    signal it to the round."""
+    does nothing), run it in this worker under the same timeouts with its lease kept alive,
+    store the result if the lease is still this attempt's, and signal it to the round."""
     claimed = _claim(session_id)
     if claimed is None:
         return False
-    rule_id, case_id, kind, arm, repeat, round_id, token = claimed
-    rule = _rule_of_round(rule_id, round_id)
-    cfg = RoundConfig.from_settings()
-    job = Job(rule_id, case_id, kind, arm, repeat, session_id)
-    context = context_for(
-        job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
-    )
-    pool = ThreadPool(cfg, slots=1)
-    try:
-        pool.submit(job, cases.replay_case(_case_of_round(case_id, round_id), kind, rule), context)
-        (result,) = pool.wait()
-    finally:
-        pool.close()
+    rule_id, case_id, kind, arm, repeat, round_id, token, attempt = claimed
+    with Heartbeat(session_id, attempt):
+        rule = _rule_of_round(rule_id, round_id)
+        cfg = RoundConfig.from_settings()
+        job = Job(rule_id, case_id, kind, arm, repeat, session_id)
+        context = context_for(
+            job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
+        )
+        pool = ThreadPool(cfg, slots=1)
+        try:
+            trajectory = _case_of_round(case_id, round_id)
+            pool.submit(job, cases.replay_case(trajectory, kind, rule), context)
+            (result,) = pool.wait()
+        finally:
+            pool.close()
     stored = asdict(result)
     del stored["job"]
-    ReplaySession.objects.filter(pk=session_id).update(
-        status=ReplayStatus.DONE, result=stored, finished_at=timezone.now()
-    )
+    stored = _json_safe(stored)
+    if not _store(session_id, attempt, stored):
+        logger.warning(
+            "replay %s: attempt %s lost its lease; its result is dropped", session_id, attempt
+        )
+        return False
     _signal(round_id, session_id, stored)
     return True
 

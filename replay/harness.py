@@ -9,7 +9,7 @@ from django.utils import timezone
 from lifecycle.scopes import record_reads
 
 from .cases import TREATMENT, Actives, rule_tool
-from .models import ReplaySession, ReplayStatus
+from .models import ReplaySession, ReplayStatus, RoundStatus, ValidationRound
 
 
 class UnknownReplay(Exception):
@@ -17,10 +17,14 @@ class UnknownReplay(Exception):
 
 
 def _running(token: str) -> ReplaySession:
+    """The replay this token belongs to, while it runs: a replay that finished, or whose round
+    ended (finished, failed, or reaped as dead), has a dead token (docs/semantics.md#s14-5)."""
+    ended = ValidationRound.objects.exclude(status=RoundStatus.RUNNING).values("pk")
     replay = (
         ReplaySession.objects.select_related("rule")
         .filter(token=token)
         .exclude(status=ReplayStatus.DONE)
+        .exclude(round_id__in=ended)
         .first()
         if token
         else None

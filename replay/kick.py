@@ -7,8 +7,20 @@ no-op because the round lock is taken.
 """
 
 import logging
+import threading
+import time
 
 logger = logging.getLogger(__name__)
+
+# After a kick failed, this process does not try the broker again for this long: a hung broker
+# costs one request its 2 s socket timeout, not every request (docs/deploy.md). The kicks
+# skipped meanwhile are journaled as failed all the same; beat's next kick catches up.
+BROKER_BACKOFF_S = 5.0
+_down = {"until": 0.0, "error": ""}
+_down_lock = threading.Lock()
+
+# At most one follow-up kick is waiting at any moment (docs/semantics.md#s9-1-lease).
+FOLLOW_UP_KEY = "cauterweb:round:follow-up"
 
 
 def kick_on_work(sender, *, reason: str, **kwargs) -> None:
@@ -19,15 +31,33 @@ def kick_on_work(sender, *, reason: str, **kwargs) -> None:
 
 def kick_round(*, reason: str) -> dict:
     """Enqueue a round. Returns {"queued": bool, "detail": str}."""
+    from celery import current_app
+
     from .tasks import round_run_task
 
+    # Only a real broker backs off (an eager kick runs the round in this process).
+    broker = not current_app.conf.task_always_eager
+    with _down_lock:
+        until, error = _down["until"], _down["error"]
+    if broker and time.monotonic() < until:
+        exc = BrokerBackingOff(f"not tried: a kick failed {BROKER_BACKOFF_S:g} s ago ({error})")
+        _journal_kick_failure(reason, exc)
+        return {"queued": False, "detail": f"broker unavailable: {exc}"}
     try:
         round_run_task.delay(kicked_by=reason)
     except Exception as exc:
         logger.warning("could not kick a validation round (%s): %s", reason, exc)
+        if broker:
+            with _down_lock:
+                _down["until"] = time.monotonic() + BROKER_BACKOFF_S
+                _down["error"] = f"{type(exc).__name__}: {exc}"[:200]
         _journal_kick_failure(reason, exc)
         return {"queued": False, "detail": f"broker unavailable: {exc}"}
     return {"queued": True, "detail": "round queued"}
+
+
+class BrokerBackingOff(Exception):
+    """A kick not sent: the broker failed a moment ago in this process."""
 
 
 def _journal_kick_failure(reason: str, exc: Exception) -> None:
@@ -42,3 +72,30 @@ def _journal_kick_failure(reason: str, exc: Exception) -> None:
         )
     except Exception:
         logger.exception("could not journal a failed kick either")
+
+
+def kick_after_holder() -> bool:
+    """A kick that found the round lock held: kick again in half a lock period, so a round
+    starts within seconds of its holder's death (its lock expires unrenewed) and work
+    recorded during a round is not left for the periodic schedule. At most one follow-up
+    waits at a time (a Redis key that lives a little less than the delay), so the kicks of a
+    busy intake do not multiply; a healthy holder costs one no-op task per period. Never
+    raises; True if a follow-up was queued."""
+    from celery import current_app
+    from django.conf import settings
+
+    from . import lock
+    from .tasks import round_run_task
+
+    url = settings.CAUTERWEB_LOCK_URL
+    if current_app.conf.task_always_eager or not url.startswith("redis"):
+        return False
+    delay = lock.lock_ttl_s() / 2
+    try:
+        if not lock.redis_client(url).set(FOLLOW_UP_KEY, 1, nx=True, px=int(delay * 900)):
+            return False
+        round_run_task.apply_async(kwargs={"kicked_by": "follow-up"}, countdown=delay)
+    except Exception as exc:
+        logger.warning("could not queue a follow-up round (%s); beat will kick one", exc)
+        return False
+    return True

@@ -28,6 +28,10 @@ class ValidationRound(models.Model):
     progress = models.JSONField(default=dict, blank=True)
     # host:pid of the worker running it, so an operator (or a fault test) can find it.
     worker = models.CharField(max_length=128, blank=True)
+    # The round lock's fencing token while it ran, and when its heartbeat last renewed the
+    # lock (docs/semantics.md#s9-1-lease): a round reaped as dead says when its worker stopped.
+    fence = models.BigIntegerField(null=True, blank=True)
+    lease_renewed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -44,6 +48,10 @@ class EngineLock(models.Model):
     name = models.CharField(max_length=64, primary_key=True)
     holder = models.CharField(max_length=128, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # The fencing token (docs/semantics.md#s9-1-lease): one more at every acquisition, in
+    # either flavour. A round writes only while the row still carries its own number, so a
+    # holder that lost its lease (paused, partitioned, or its Redis restarted) writes nothing.
+    fence = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder or 'nobody'}"
@@ -77,6 +85,12 @@ class ReplaySession(models.Model):
     )
     result = models.JSONField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A replay task's lease (docs/semantics.md#s18-lease): each claim counts one attempt and
+    # holds the replay until `lease_expires_at`, pushed out by the worker's heartbeat while
+    # the harness runs. Only the attempt holding the lease may store the result.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=128, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["round_id", "status"], name="replaysession_round")]

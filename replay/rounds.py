@@ -37,7 +37,7 @@ from . import cases, engine, lock
 from .config import RoundConfig
 from .designs import CandidateRun, CaseSpec, SharedControls
 from .dispatch import CeleryPool, Job, RunResult, ThreadPool, context_for, open_session
-from .models import ReplaySample, RoundStatus, ValidationRound
+from .models import ReplaySample, ReplaySession, ReplayStatus, RoundStatus, ValidationRound
 from .trials import sessions_needed, trial_counts, trial_of
 from .verdicts import ENGINE, Outcome, Writer, verdicts_write
 
@@ -55,10 +55,7 @@ PROGRESS_EVERY_S = 1.0
 SELECT_AHEAD = 100
 SELECTION_FRESH_S = 1.0
 DEAD_WORKER = "the worker running this round stopped; its lock expired"
-
-
-class LockLost(Exception):
-    """The round lock expired and another worker took it: this round must stop."""
+LockLost = lock.LockLost
 
 
 def round_run(
@@ -71,17 +68,23 @@ def round_run(
     `on_progress(written, queued)` is called after each write (the CLI's progress bar)."""
     holder = lock.new_holder()
     try:
-        if not lock.acquire(holder):
-            return None
+        fence = lock.acquire(holder)
     except Exception:
         logger.exception("could not take the round lock")
         return None
+    if not fence:
+        return None
+    # A heartbeat thread renews the lock, except where another connection cannot see this
+    # one's rows (SQLite, a caller's transaction): there the round renews it as it goes.
+    threaded = connection.vendor != "sqlite" and not connection.in_atomic_block
+    lease = lock.Lease(holder, fence, threaded=threaded).start()
     try:
         rounds_reap(now=timezone.now())
         return _round(
-            holder=holder, kicked_by=kicked_by, now=now or timezone.now(), on_progress=on_progress
+            lease=lease, kicked_by=kicked_by, now=now or timezone.now(), on_progress=on_progress
         )
     finally:
+        lease.stop()
         try:
             lock.release(holder)
         except Exception:
@@ -96,22 +99,43 @@ def round_has_work() -> bool:
 
 
 def rounds_reap(*, now: datetime) -> list[int]:
-    """Mark failed, with their `validation_round_finished`, the rounds still `running` while
-    we hold the lock: their worker died and its lock expired (semantics §9.1). What they
-    decided was written as it was decided; the next round takes up the rest."""
+    """Close the rounds still `running` while we hold the lock (semantics §9.1): their worker
+    died and its lock expired. Each is marked failed with its true cause (which worker, when
+    its lease was last renewed) and its counts, its `validation_round_finished` journaled,
+    and its replays closed: their tokens stop working and a late result is not stored. What
+    it decided was written as it was decided; the next round takes up the rest."""
     reaped = []
-    for round_id in ValidationRound.objects.filter(status=RoundStatus.RUNNING).values_list(
-        "pk", flat=True
-    ):
+    for round_id, worker, renewed, fence in ValidationRound.objects.filter(
+        status=RoundStatus.RUNNING
+    ).values_list("pk", "worker", "lease_renewed_at", "fence"):
+        closed = _close_replays(round_id, now)
         summary = _summary_of(round_id)
-        summary["errors"] = [{"rule": None, "error": DEAD_WORKER}]
+        summary["errors"] = [{"rule": None, "error": _dead_cause(worker, renewed, fence)}]
+        summary["replays_closed"] = closed
         if _finish(round_id, summary, RoundStatus.FAILED, now):
             reaped.append(round_id)
     return reaped
 
 
+def _dead_cause(worker: str, renewed: datetime | None, fence: int | None) -> str:
+    if renewed is None:
+        return DEAD_WORKER
+    at = renewed.isoformat(timespec="seconds")
+    return (
+        f"the worker running this round ({worker or 'unknown'}) stopped renewing its lock "
+        f"(fencing token {fence}) after {at}; its lock expired"
+    )
+
+
+def _close_replays(round_id: int, now: datetime) -> int:
+    """A dead round's replays still queued or running: done, without a result."""
+    return ReplaySession.objects.filter(
+        round_id=round_id, status__in=[ReplayStatus.QUEUED, ReplayStatus.RUNNING]
+    ).update(status=ReplayStatus.DONE, finished_at=now, lease_expires_at=None)
+
+
 def _summary_of(round_id: int) -> dict:
-    """A dead round's summary, from the verdicts it wrote."""
+    """A dead round's summary, from the verdicts it wrote and the replays it ran."""
     outcomes = [
         e["outcome"]
         for e in JournalEvent.objects.filter(
@@ -119,6 +143,10 @@ def _summary_of(round_id: int) -> dict:
         ).values_list("evidence", flat=True)
     ]
     decided = sum(o != "pending" for o in outcomes)
+    replay_cases = JournalEvent.objects.filter(
+        round_id=round_id, type=EventType.VALIDATION_REPLAY_CASE
+    ).count()
+    sessions = ReplaySession.objects.filter(round_id=round_id).count()
     return {
         "decided": decided,
         "pending": len(outcomes) - decided,
@@ -126,7 +154,7 @@ def _summary_of(round_id: int) -> dict:
         "retired": outcomes.count("retire"),
         "skipped": 0,
         "budget_exhausted": 0,
-        "replays": 0,
+        "replays": max(replay_cases, sessions),
     }
 
 
@@ -171,7 +199,7 @@ def _queue() -> list[str]:
     return engine.rotate(candidates, previous_first)
 
 
-def _round(*, holder: str, kicked_by: str, now: datetime, on_progress) -> ValidationRound:
+def _round(*, lease: lock.Lease, kicked_by: str, now: datetime, on_progress) -> ValidationRound:
     cfg = RoundConfig.from_settings()
     queue = _queue()
     vround = ValidationRound.objects.create(
@@ -181,8 +209,13 @@ def _round(*, holder: str, kicked_by: str, now: datetime, on_progress) -> Valida
         replay_wired=cfg.replay_wired,
         kicked_by=kicked_by[:64],
         worker=f"{socket.gethostname()}:{os.getpid()}"[:128],
+        fence=lease.fence,
+        lease_renewed_at=timezone.now(),
     )
-    work = Round(vround, cfg, holder, on_progress)
+    lease.on_beat = lambda: ValidationRound.objects.filter(pk=vround.pk).update(
+        lease_renewed_at=timezone.now()
+    )
+    work = Round(vround, cfg, lease, on_progress)
     status = RoundStatus.FINISHED
     try:
         if not cfg.replay_wired:
@@ -200,9 +233,25 @@ def _round(*, holder: str, kicked_by: str, now: datetime, on_progress) -> Valida
         work.summary["errors"].append({"rule": None, "error": f"{type(exc).__name__}: {exc}"})
         status = RoundStatus.FAILED
     work.summary["elapsed_s"] = round(time.monotonic() - work.begun, 4)
-    _finish(vround.pk, work.summary, status, timezone.now(), work.progress())
+    if isinstance(work.pool, CeleryPool):
+        work.summary["replays_resent"] = work.pool.resent
+    _finish_surely(vround.pk, work.summary, status, work.progress())
     vround.refresh_from_db()
     return vround
+
+
+def _finish_surely(round_id: int, summary: dict, status: str, progress: dict) -> None:
+    """A round records its own end, on a fresh connection if the one it ran on broke (a cut
+    connection is often why it failed); only if that fails too is it left to be reaped."""
+    for last in (False, True):
+        try:
+            _finish(round_id, summary, status, timezone.now(), progress)
+            return
+        except DatabaseError:
+            if last or connection.in_atomic_block:
+                raise
+            logger.warning("round %s: recording its end on a fresh connection", round_id)
+            connection.close()
 
 
 def _announce_fallback(now: datetime) -> None:
@@ -239,9 +288,9 @@ def _pool(cfg: RoundConfig, round_id: int):
 class Round:
     """What one round knows while it works."""
 
-    def __init__(self, row: ValidationRound, cfg: RoundConfig, holder: str, on_progress):
-        self.row, self.cfg, self.holder, self.on_progress = row, cfg, holder, on_progress
-        self.begun = self.extended_at = time.monotonic()
+    def __init__(self, row: ValidationRound, cfg: RoundConfig, lease: lock.Lease, on_progress):
+        self.row, self.cfg, self.lease, self.on_progress = row, cfg, lease, on_progress
+        self.begun = time.monotonic()
         self.registry = load_registry()
         self.waiting = deque(row.queue)  # not reached yet
         self.runs: dict[str, tuple[CandidateRun, Outcome]] = {}  # replaying, in queue order
@@ -296,7 +345,8 @@ class Round:
                     break
                 self.flush()
                 self.publish()
-                # Woken at least four times a lock period, so the lock outlives every replay.
+                # Woken at least four times a lock period: a lost lease stops the round within
+                # seconds (and without a heartbeat thread the round renews it itself).
                 for result in self.pool.wait(at_most=lock.lock_ttl_s() / 4):
                     self.guarded(result.job.rule_id, self.on_result, result)
                     if result.job.arm == cases.CONTROL and self.cfg.design == "paired":
@@ -307,11 +357,8 @@ class Round:
             self.writer.close()
 
     def keep_lock(self) -> None:
-        # Extended while any replay of the round runs; a replay outlasts no lock period.
-        if time.monotonic() - self.extended_at > lock.lock_ttl_s() / 4:
-            if not lock.extend(self.holder):
-                raise LockLost("the round lock expired and another worker holds it")
-            self.extended_at = time.monotonic()
+        """Stop if the lease is lost (its heartbeat renews it while any replay runs)."""
+        self.lease.check()
 
     def guarded(self, rule_id: str, step, *args) -> None:
         """A failure with one candidate is logged and journaled in the summary; the round
@@ -627,9 +674,13 @@ class Round:
             self.progress_at = time.monotonic()
 
     def write(self, outcomes: list[Outcome], progress: dict | None) -> None:
-        verdicts_write(
-            round_id=self.row.pk, outcomes=outcomes, now=timezone.now(), progress=progress
-        )
+        # Fenced: written only while the lock's token is still this round's, in one
+        # transaction with the check (docs/semantics.md#s9-1-lease).
+        with transaction.atomic():
+            lock.fenced(self.lease.fence)
+            verdicts_write(
+                round_id=self.row.pk, outcomes=outcomes, now=timezone.now(), progress=progress
+            )
 
     def written_out(self, outcomes: list[Outcome]) -> None:
         for o in outcomes:

@@ -5,6 +5,7 @@ from celery import shared_task
 
 @shared_task(name="replay.tasks.round_run_task", ignore_result=True)
 def round_run_task(*, kicked_by: str = "") -> int | None:
+    from .kick import kick_after_holder
     from .rounds import round_has_work, round_run
 
     # Every report and candidate batch kicks a round, and beat kicks one every minute: with no
@@ -13,10 +14,17 @@ def round_run_task(*, kicked_by: str = "") -> int | None:
     if not round_has_work():
         return None
     vround = round_run(kicked_by=kicked_by)
+    if vround is None:  # another round holds the lock, or held it until it died
+        kick_after_holder()
     return vround.pk if vround else None
 
 
-@shared_task(name="replay.tasks.replay_task", ignore_result=True)
+# Acknowledged when it ends, and handed back to the broker if its worker dies: a delivery
+# of a replay that is done, or whose lease another attempt holds, claims nothing and ends
+# (docs/semantics.md#s18-lease), so a redelivery is harmless.
+@shared_task(
+    name="replay.tasks.replay_task", ignore_result=True, acks_late=True, reject_on_worker_lost=True
+)
 def replay_task(*, session_id: str) -> bool:
     """One replay of a round, on whichever worker is free; its result goes to its row."""
     from .dispatch import run_stored

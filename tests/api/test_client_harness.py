@@ -4,6 +4,7 @@ served by `serve_harness` is replayed by the engine's HTTP backend end to end.""
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -142,8 +143,36 @@ def test_the_harness_refuses_an_unsigned_or_missigned_request(harness):
     for header in ("", signature(body, "another-key")):
         answer = httpx.post(running.url, content=body, headers={"X-CauterWeb-Signature": header})
         assert answer.status_code == 401
-    malformed = httpx.post(
+    undated = httpx.post(
         running.url, content=b"{}", headers={"X-CauterWeb-Signature": signature(b"{}", KEY)}
     )
+    assert undated.status_code == 401
+    assert undated.json()["detail"] == "the request carries no sent_at and nonce"
+    fresh = json.dumps({"sent_at": time.time(), "nonce": "n-1"}).encode()
+    malformed = httpx.post(
+        running.url, content=fresh, headers={"X-CauterWeb-Signature": signature(fresh, KEY)}
+    )
     assert malformed.status_code == 400
+    assert seen == []
+
+
+def test_the_harness_refuses_a_captured_request_sent_again_or_late(harness):
+    running, seen = harness
+
+    def post(body: dict) -> httpx.Response:
+        data = json.dumps(body).encode()
+        return httpx.post(
+            running.url, content=data, headers={"X-CauterWeb-Signature": signature(data, KEY)}
+        )
+
+    assert post({"sent_at": time.time(), "nonce": "n-2"}).status_code == 400  # signed, fresh
+    again = post({"sent_at": time.time(), "nonce": "n-2"})
+    assert (again.status_code, again.json()["detail"]) == (
+        401,
+        "replayed request: its nonce was seen before",
+    )
+    late = post({"sent_at": time.time() - 3600, "nonce": "n-3"})
+    assert late.status_code == 401 and late.json()["detail"].startswith(
+        "stale request: sent 3600 s ago"
+    )
     assert seen == []

@@ -9,3 +9,9 @@ from pathlib import Path
 def blocking_replay(case, context):
     Path(os.environ["FAULT_MARKER"]).write_text(str(os.getpid()))
     threading.Event().wait()  # until the process is killed
+
+
+def nan_replay(case, context):
+    """A harness that answers NaN (and, on a protected win, a score out of [0, 1])."""
+    value = float("nan") if case.kind == "failing" else 93.0
+    return {"traces": [{"metrics": {"task_completion": value}}]}

@@ -106,3 +106,63 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, on a free port from 6391 up, so a test may pause
+    (SIGSTOP), resume and restart it without touching the shared one. Stopped by its pid."""
+
+    def __init__(self, *, persistent_dir: str | None = None):
+        self.port = next(p for p in range(6391, 6491) if _port_free(p))
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._dir = persistent_dir
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        if self._dir:  # persistent: what a restart keeps (an append-only file)
+            args += ["--dir", self._dir, "--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._answers, timeout_s=20, what="the private redis-server")
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            self.proc.wait(timeout=15)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def broker_emptied(app, broker_url: str) -> None:
+    """Nothing left for the next workers: the queue purged, and the messages that workers
+    killed by earlier tests had taken and never acknowledged (kombu's `unacked`, which the
+    broker hands out again after its visibility timeout) forgotten."""
+    import redis
+
+    app.control.purge()
+    redis.Redis.from_url(broker_url).delete("unacked", "unacked_index")

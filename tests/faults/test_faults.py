@@ -33,7 +33,15 @@ from tests.builders import T0, jsonl, report
 from tests.scenarios import corpus, rule
 from tests.services.test_engine_celery import rescuable
 
-from .services import Server, environment, free_port, start_worker, stop, wait_until
+from .services import (
+    Server,
+    broker_emptied,
+    environment,
+    free_port,
+    start_worker,
+    stop,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.usefixtures("registry_seeded")]
 SIMULATED = "replay.backends.simulated:replay"
@@ -85,7 +93,7 @@ def test_writes_go_on_while_the_broker_is_down_and_validation_catches_up(agent):
     assert "Traceback" not in logged
 
     # The broker is back: the next kick (beat's, sent here) validates with every report.
-    app.control.purge()
+    broker_emptied(app, settings.CELERY_BROKER_URL)
     env = environment(
         database_url=database_url(),
         broker_url=settings.CELERY_BROKER_URL,
@@ -100,7 +108,7 @@ def test_writes_go_on_while_the_broker_is_down_and_validation_catches_up(agent):
         )
     finally:
         stop(worker)
-        app.control.purge()
+        broker_emptied(app, settings.CELERY_BROKER_URL)
     verdict = JournalEvent.objects.get(rule_id="C-1", type__in=["rule_promoted", "rule_retired"])
     assert verdict.evidence["trial"]["observed_sessions"] == needed
 
@@ -166,7 +174,7 @@ def marker(tmp_path) -> Path:
 def test_a_worker_killed_mid_round_loses_nothing_and_decides_once(marker, monkeypatch):
     corpus(rescuable("F-1"))
     rule("R-1")
-    app.control.purge()
+    broker_emptied(app, settings.CELERY_BROKER_URL)
     env = environment(database_url=database_url(), broker_url=settings.CELERY_BROKER_URL)
     doomed = start_worker(
         {**env, "CAUTERWEB_REPLAY_BACKEND": "tests.faults.harness:blocking_replay",
@@ -197,7 +205,9 @@ def test_a_worker_killed_mid_round_loses_nothing_and_decides_once(marker, monkey
         stop(doomed)
         if healthy is not None:
             stop(healthy)
-        app.control.purge()  # kicks left queued must not reach another test's workers
+        broker_emptied(
+            app, settings.CELERY_BROKER_URL
+        )  # kicks left queued must not reach another test's workers
     assert (
         JournalEvent.objects.filter(
             rule_id="R-1", type__in=["rule_promoted", "rule_retired"]

@@ -7,6 +7,7 @@ import pytest
 
 from replay.backends import http
 from replay.backends.python import ReplayCase, ReplayContext, execute
+from tests.builders import HarnessAnswer
 
 CASE = ReplayCase("F-1", "failing", {"metrics": {"task_completion": 0.1}}, "push", {"id": "C-1"})
 
@@ -36,16 +37,9 @@ def test_the_http_backend_sends_the_arm_in_the_signed_body(arm, monkeypatch, set
     settings.CAUTERWEB_REPLAY_HMAC_KEY = "k" * 32
     sent = {}
 
-    class Answer:
-        def raise_for_status(self):
-            pass
-
-        def json(self):
-            return {"traces": [{"metrics": {"task_completion": 0.4}}]}
-
     def post(url, data, headers, timeout):
         sent.update(url=url, data=data, headers=headers)
-        return Answer()
+        return HarnessAnswer({"traces": [{"metrics": {"task_completion": 0.4}}]}, data)
 
     monkeypatch.setattr(http.requests, "post", post)
     context = ReplayContext(session_id="s", rules_for=lambda scope, query: [], arm=arm)

@@ -13,7 +13,7 @@ from lifecycle.services.tokens import token_create
 from replay.backends import http
 from replay.models import ReplaySession
 from replay.rounds import round_run
-from tests.builders import T0
+from tests.builders import T0, HarnessAnswer
 from tests.scenarios import (
     case_events,
     corpus,
@@ -23,17 +23,6 @@ from tests.scenarios import (
 )
 
 HARNESS = "http://harness.test/replay"
-
-
-class Answer:
-    def __init__(self, body):
-        self.body = body
-
-    def raise_for_status(self):
-        pass
-
-    def json(self):
-        return self.body
 
 
 def harness(*, start=True, read=True, received=None):
@@ -52,7 +41,7 @@ def harness(*, start=True, read=True, received=None):
             answer = client.get(urlparse(body["rule_tool_url"]).path, {"scope": "git"})
             assert answer.status_code == 200
         metrics = {**body["case"]["trajectory"]["metrics"], "task_completion": 0.9}
-        return Answer({"traces": [{"metrics": metrics}]})
+        return HarnessAnswer({"traces": [{"metrics": metrics}]}, data)
 
     return post
 
@@ -74,7 +63,10 @@ def test_a_remote_harness_replays_through_signed_requests_and_the_api(monkeypatc
     round_run()
     assert state_of().state == "active"
     (body,) = received
-    assert set(body) == {"case", "rule", "arm", "replay_token", "rule_tool_url", "started_url"}
+    assert set(body) == {
+        *("case", "rule", "arm", "replay_token", "rule_tool_url", "started_url"),
+        *("sent_at", "nonce"),  # added fields: a harness refuses a request sent again
+    }
     assert body["arm"] == "treatment" and len(body["replay_token"]) >= 32
     assert body["rule_tool_url"] == f"http://testserver/api/v1/replay/{body['replay_token']}/rules"
     assert body["rule"]["id"] == "R-1" and body["case"]["kind"] == "failing"
@@ -105,7 +97,7 @@ def test_reads_under_the_replay_session_by_any_other_route_do_not_count(monkeypa
         )
         assert answer.status_code == 200 and "R-1" in [r["id"] for r in answer.json()["rules"]]
         metrics = {**body["case"]["trajectory"]["metrics"], "task_completion": 0.9}
-        return Answer({"traces": [{"metrics": metrics}]})
+        return HarnessAnswer({"traces": [{"metrics": metrics}]}, data)
 
     monkeypatch.setattr(http.requests, "post", forging)
     corpus(failing("F-1"))
@@ -181,3 +173,85 @@ def test_the_signature_is_hmac_sha256_of_the_exact_body():
     )
     assert http.signature_valid(body, http.sign(body, key="k"), key="k")
     assert not http.signature_valid(body + b" ", http.sign(body, key="k"), key="k")
+
+
+def answering(session, *, signed=True, key=None):
+    def post(url, data, headers, timeout):
+        return HarnessAnswer(session, data, signed=signed, key=key)
+
+    return post
+
+
+@pytest.mark.parametrize(
+    ("signed", "key"), [(False, None), (True, "another-key")], ids=["unsigned", "missigned"]
+)
+def test_an_answer_not_signed_for_its_request_is_refused(monkeypatch, settings, signed, key):
+    # docs/semantics.md#s14-5: a harness's answer is trusted only signed back for the request.
+    from replay.backends.python import ReplayCase, ReplayContext
+
+    settings.CAUTERWEB_PUBLIC_URL = "http://testserver"
+    monkeypatch.setattr(
+        http.requests,
+        "post",
+        answering({"traces": [{"metrics": {"task_completion": 0.9}}]}, signed=signed, key=key),
+    )
+    context = ReplayContext(session_id="s", rules_for=lambda scope, query: [])
+    context.token = "t" * 32
+    case = ReplayCase("F-1", "failing", {}, "task", {"id": "R-1"})
+    with pytest.raises(http.AnswerRefused, match="not signed for this request"):
+        http.HttpBackend(HARNESS)(case, context)
+
+
+def test_each_request_is_dated_and_carries_a_fresh_nonce_inside_the_signed_body(monkeypatch):
+    from replay.backends.python import ReplayCase, ReplayContext
+
+    sent = []
+
+    def post(url, data, headers, timeout):
+        sent.append((data, headers))
+        return HarnessAnswer({"traces": [{"metrics": {"task_completion": 0.9}}]}, data)
+
+    monkeypatch.setattr(http.requests, "post", post)
+    context = ReplayContext(session_id="s", rules_for=lambda scope, query: [])
+    context.token = "t" * 32
+    case = ReplayCase("F-1", "failing", {}, "task", {"id": "R-1"})
+    for _ in range(2):
+        http.HttpBackend(HARNESS)(case, context)
+    (first, first_headers), (second, _) = sent
+    body = json.loads(first)
+    assert first_headers[http.NONCE_HEADER] == body["nonce"] != json.loads(second)["nonce"]
+    assert first_headers[http.TIMESTAMP_HEADER] == str(body["sent_at"])
+    nonces = http.Nonces()
+    signed = first_headers[http.SIGNATURE_HEADER]
+    assert http.request_refusal(first, signed, nonces=nonces) is None
+    assert http.request_refusal(first, signed, nonces=nonces) == (
+        "replayed request: its nonce was seen before"
+    )
+    late = http.request_refusal(second, sent[1][1][http.SIGNATURE_HEADER], nonces=nonces,
+                                now=body["sent_at"] + 3600)  # fmt: skip
+    assert late.startswith("stale request")
+    assert http.request_refusal(first, "sha256=00", nonces=http.Nonces()) == (
+        "bad or missing X-CauterWeb-Signature"
+    )
+
+
+@pytest.mark.django_db
+def test_a_replay_token_dies_with_its_round(client):
+    # docs/semantics.md#s14-5: a round that finished, failed or was reaped leaves no live token.
+    from replay.models import ValidationRound
+
+    rule("R-1")
+    vround = ValidationRound.objects.create(started_at=T0)
+    ReplaySession.objects.create(
+        id="replay:r:R-1:F-1",
+        rule_id="R-1",
+        case_id="F-1",
+        token="t" * 32,
+        round_id=vround.pk,
+        created_at=T0,
+        status="running",
+    )
+    assert client.get("/api/v1/replay/" + "t" * 32 + "/rules").status_code == 200
+    ValidationRound.objects.filter(pk=vround.pk).update(status="failed")
+    assert client.get("/api/v1/replay/" + "t" * 32 + "/rules").status_code == 401
+    assert client.post("/api/v1/replay/" + "t" * 32 + "/started").status_code == 401

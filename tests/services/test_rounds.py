@@ -351,3 +351,38 @@ def test_a_never_attempted_candidate_is_distinguishable_from_no_verdict_yet(sett
     round_run()
     r = state_of()
     assert r.first_attempted_at is not None and r.pending_reason == "trial_in_progress"
+
+
+@pytest.mark.django_db
+def test_a_broker_that_failed_a_kick_is_not_tried_again_for_a_moment(monkeypatch):
+    # docs/deploy.md: a hung broker costs one request its socket timeout, not every request.
+    from cauterweb.celery import app
+    from replay import kick, tasks
+
+    tried = []
+
+    def hung(**kwargs):
+        tried.append(kwargs)
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(tasks.round_run_task, "delay", hung)
+    monkeypatch.setitem(kick._down, "until", 0.0)
+    eager, app.conf.task_always_eager = app.conf.task_always_eager, False
+    try:
+        first, second = kick_round(reason="report"), kick_round(reason="report")
+    finally:
+        app.conf.task_always_eager = eager
+    assert len(tried) == 1
+    assert not first["queued"] and not second["queued"]
+    assert second["detail"] == (
+        "broker unavailable: not tried: a kick failed 5 s ago (TimeoutError: timed out)"
+    )
+    # Every kick missed is journaled, tried or not.
+    assert len(events(type_="validation_kick_failed")) == 2
+    monkeypatch.setitem(kick._down, "until", 0.0)  # the back-off is over
+    eager, app.conf.task_always_eager = app.conf.task_always_eager, False
+    try:
+        kick_round(reason="report")
+    finally:
+        app.conf.task_always_eager = eager
+    assert len(tried) == 2
