@@ -220,6 +220,14 @@ def leave_one_split_out(
     """Each blind-written split scored by the whole fit (CV, calibration, threshold,
     bounds) made without it: the nearest thing to text nobody tuned on that the training
     pairs hold. Not blind: the features were written with these pairs in view."""
+    return left_out_predictions(rows, X, params, splits)[0]
+
+
+def left_out_predictions(
+    rows: list[dict], X: np.ndarray, params: dict = PARAMS, splits: tuple[str, ...] = BLIND
+) -> tuple[dict, np.ndarray, np.ndarray]:
+    """`leave_one_split_out`'s figures, and each left-out pair's probability and label (in
+    the order of `splits`), from which the uncertain band is chosen."""
     import numpy as np
 
     from .model import Model
@@ -244,16 +252,78 @@ def leave_one_split_out(
         }
         scored.append(probabilities)
         labels.append(y[held])
-    if scored:
-        p, t = np.concatenate(scored), np.concatenate(labels)
-        # Each split at its own model's threshold: the pooled accuracy is the hits summed.
-        hits = sum(round(out[s]["accuracy"] * out[s]["pairs"]) for s in out)
-        out["all"] = {
-            "pairs": len(t),
-            "auc": round(_auc(t, p), 4),
-            "accuracy": round(hits / len(t), 4),
-        }
-    return out
+    if not scored:
+        return out, np.zeros(0), np.zeros(0, dtype=int)
+    p, t = np.concatenate(scored), np.concatenate(labels)
+    # Each split at its own model's threshold: the pooled accuracy is the hits summed.
+    hits = sum(round(out[s]["accuracy"] * out[s]["pairs"]) for s in out)
+    out["all"] = {
+        "pairs": len(t),
+        "auc": round(_auc(t, p), 4),
+        "accuracy": round(hits / len(t), 4),
+    }
+    return out, p, t
+
+
+# The uncertain band (semantics §12): outside it the verdict must be right at least this
+# often on the pairs left out, and no more than this share of them may fall inside it.
+BAND_ACCURACY = 0.95
+BAND_MAX_SHARE = 0.10
+_GRID = 0.01
+
+
+def band_figures(p: np.ndarray, y: np.ndarray, low: float, high: float) -> dict:
+    """How a band [low, high) reads the pairs: the share inside it (`uncertain`), the
+    accuracy of `match` (p >= high) against the rest outside it, and the errors there."""
+    inside = (p >= low) & (p < high)
+    outside = ~inside
+    hits = ((p[outside] >= high) == y[outside].astype(bool)).sum()
+    decided = int(outside.sum())
+    return {
+        "uncertain_share": round(float(inside.mean()), 4) if len(p) else 0.0,
+        "accuracy_outside": round(float(hits / decided), 4) if decided else 0.0,
+        "errors_outside": int(decided - hits),
+        "pairs": len(p),
+    }
+
+
+def uncertain_band(p: np.ndarray, y: np.ndarray, match_at: float) -> dict:
+    """The band of probabilities where the verdict is `uncertain`, chosen on the pairs left
+    out (each scored by a fit made without its split), deterministically: among the bands
+    [low, high) on a 0.01 grid holding the match threshold, the one with the fewest pairs
+    inside that reaches BAND_ACCURACY outside within BAND_MAX_SHARE (ties: the higher
+    accuracy outside, then the narrower band); when none reaches it, the most accurate
+    outside within BAND_MAX_SHARE."""
+    import numpy as np
+
+    grid = np.round(np.arange(_GRID, 1.0, _GRID), 2)
+    lows = [float(v) for v in grid if v <= match_at]
+    highs = [float(v) for v in grid if v > match_at]
+    best_key, best = None, None
+    for low in lows:
+        for high in highs:
+            f = band_figures(p, y, low, high)
+            if f["uncertain_share"] > BAND_MAX_SHARE:
+                continue
+            reached = f["accuracy_outside"] >= BAND_ACCURACY
+            key = (
+                reached,
+                -f["uncertain_share"] if reached else f["accuracy_outside"],
+                f["accuracy_outside"] if reached else -f["uncertain_share"],
+                -(high - low),
+                -abs((low + high) / 2 - match_at),
+            )
+            if best_key is None or key > best_key:
+                best_key, best = key, {"low": low, "high": high, **f}
+    chosen = best or {"low": match_at, "high": match_at, **band_figures(p, y, 0, 0)}
+    return {
+        **chosen,
+        "rule": (
+            f"fewest pairs inside with accuracy outside >= {BAND_ACCURACY} and at most "
+            f"{BAND_MAX_SHARE:.0%} inside, on the blind splits left out one at a time"
+        ),
+        "without_band": band_figures(p, y, match_at, match_at),
+    }
 
 
 def score_matrix(model, X: np.ndarray) -> np.ndarray:
@@ -316,7 +386,19 @@ def main() -> None:
     X = feature_matrix(rows)
     spec, report = fit_matrix(rows, X)
     if not args.no_loso:
-        spec["leave_one_split_out"] = report["leave_one_split_out"] = leave_one_split_out(rows, X)
+        loso, p, y = left_out_predictions(rows, X)
+        spec["leave_one_split_out"] = report["leave_one_split_out"] = loso
+        band = uncertain_band(p, y, spec["thresholds"]["match"])
+        per_split, start = {}, 0
+        for split in BLIND:
+            if split in loso:
+                n = loso[split]["pairs"]
+                per_split[split] = band_figures(
+                    p[start : start + n], y[start : start + n], band["low"], band["high"]
+                )
+                start += n
+        band["per_split"] = per_split
+        spec["uncertain"] = report["uncertain"] = band
     print(json.dumps(report, indent=2))
     if not args.check:
         (HERE / "model.json").write_text(json.dumps(spec, separators=(",", ":")) + "\n")
