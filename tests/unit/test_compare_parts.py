@@ -155,6 +155,28 @@ def test_a_rule_does_not_forbid_what_its_own_preferred_option_reads_as():
     assert forbidden_done("do not retry at once; back off", "retry at once")
 
 
+def test_a_rule_that_does_not_do_the_ruled_out_act_is_not_said_to_do_it():
+    # Demo C-014: editing a file under its new name shares "file" and "new" with the
+    # option ruled out ("creating a new file"), not its act.
+    expected = {
+        "trigger": "if the file to change is not found at the expected path",
+        "directive": "locate it first with a repository search instead of creating a new file",
+    }
+    renamed = {
+        "trigger": "when a file edit fails because the path does not exist",
+        "directive": "check git log --follow for a rename and edit the file under its new name",
+    }
+    result = compare_rules(renamed, expected)
+    assert not any("rules out" in c for c in result["conflicts"])
+    assert "rules out" not in result["why"]
+    # A rule that does create the file still does what the other rules out.
+    created = {**renamed, "directive": "create a new file at the expected path"}
+    assert any(
+        "rules out (creating a new file)" in c
+        for c in compare_rules(created, expected)["conflicts"]
+    )
+
+
 def test_a_rejected_option_is_not_a_step():
     assert steps("rebuild the lock file instead of editing it by hand") == ("rebuild",)
     assert steps("deploy only after the tests pass") == ("test", "deploy")
