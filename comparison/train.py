@@ -12,7 +12,11 @@ calibrate the probability (Platt scaling) and give the match threshold with the 
 out-of-fold accuracy. A few findings decisive in the training pairs bound the probability
 by their rate there (BOUNDS). Then each blind-written split (BLIND) is left out in turn:
 the whole fit is made without it and scored on it, an estimate of the accuracy on unseen
-text nearer the truth than domain-grouped CV (`--no-loso` skips it). Writes model.json
+text nearer the truth than domain-grouped CV (`--no-loso` skips it). The probabilities of
+those left-out pairs choose the band where the verdict is `uncertain` (`uncertain_band`;
+without the left-out step there is no band). The labelled pairs
+are joined by pairs made from them by readings that keep the label (`made_pairs`: a
+trigger copied or reworded), which train and are never scored. Writes model.json
 beside this file; `--check` only prints the figures. scikit-learn is needed here only: the comparator reads
 model.json with numpy.
 
@@ -96,6 +100,56 @@ def read_rows(path: Path = DATA, held_out: tuple[str, ...] = HELD_OUT) -> list[d
     """The training pairs: every labelled pair outside the held-out splits."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r["split"] not in held_out]
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def made_pairs(rows: list[dict]) -> list[dict]:
+    """Pairs made from the labelled ones by readings that keep their label, so that how a
+    pair was written tells the model nothing a writer's habit put there.
+
+    The writers reworded a same-rule pair from end to end and mostly copied the trigger of a
+    trap whose directive differs (of the training pairs with the trigger copied and the
+    directive largely reworded, 17 in 792 are the same rule): a trigger copied word for word
+    read as a sign of a different rule, and a reworded one as a sign of the same (demo C-006,
+    the same rule with its trigger copied, scored `miss`; C-007, another directive under a
+    reworded trigger, `match`). Two readings undo that:
+    - a same-rule pair with the expected trigger copied for its own extracted trigger is the
+      same rule still (its triggers are equivalent, its directives too);
+    - a pair labelled another rule whose triggers are the same words is another rule for its
+      directive; with its trigger reworded as a same-rule pair of its split rewords that same
+      expected trigger, it is another rule still.
+    A made pair keeps its source's split and domain (it is left out with it, never scored:
+    `made` says which reading made it)."""
+    reworded: dict[tuple[str, str], str] = {}
+    for r in rows:
+        if r["label"] == 1 and _plain(r["extracted"]["trigger"]) != _plain(
+            r["expected"]["trigger"]
+        ):
+            reworded.setdefault(
+                (r["split"], _plain(r["expected"]["trigger"])), r["extracted"]["trigger"]
+            )
+    made = []
+    for r in rows:
+        same_trigger = _plain(r["extracted"]["trigger"]) == _plain(r["expected"]["trigger"])
+        if r["label"] == 1 and not same_trigger:
+            trigger, how = r["expected"]["trigger"], "trigger_copied"
+        elif r["label"] == 0 and same_trigger:
+            trigger = reworded.get((r["split"], _plain(r["expected"]["trigger"])))
+            how = "trigger_reworded"
+            if trigger is None:
+                continue
+        else:
+            continue
+        made.append({**r, "extracted": {**r["extracted"], "trigger": trigger}, "made": how})
+    return made
+
+
+def training_rows(rows: list[dict]) -> list[dict]:
+    """The labelled pairs and the pairs made from them (`made_pairs`)."""
+    return rows + made_pairs(rows)
 
 
 def feature_matrix(rows: list[dict]) -> np.ndarray:
@@ -192,10 +246,14 @@ def fit_matrix(rows: list[dict], X: np.ndarray, params: dict = PARAMS) -> tuple[
 
     y = np.array([r["label"] for r in rows])
     domains = np.array([r["domain"] for r in rows])
+    # Made pairs train; only the labelled ones calibrate, choose the threshold and are scored.
+    written = np.array([not r.get("made") for r in rows])
     margins = out_of_fold(X, y, domains, params)
-    a, b = _platt(margins, y)
+    a, b = _platt(margins[written], y[written])
     probabilities = _bounded_out_of_fold(X, y, domains, 1 / (1 + np.exp(-(a * margins + b))))
-    match_at = _best_threshold(probabilities, y)
+    probabilities, y_written = probabilities[written], y[written]
+    written_rows = [r for r, w in zip(rows, written, strict=True) if w]
+    match_at = _best_threshold(probabilities, y_written)
     final = _classifier(params).fit(X, y)
     spec = {
         "kind": "gradient-boosted trees (monotone) with Platt scaling",
@@ -206,11 +264,12 @@ def fit_matrix(rows: list[dict], X: np.ndarray, params: dict = PARAMS) -> tuple[
         "thresholds": {"match": match_at, "partial": round(match_at / 2, 2)},
         "fitted_on": {
             "splits": sorted({r["split"] for r in rows}),
-            "pairs": len(rows),
+            "pairs": len(written_rows),
+            "made_pairs": len(rows) - len(written_rows),
             "params": params,
         },
     }
-    report = cv_report(rows, y, probabilities, match_at)
+    report = cv_report(written_rows, y_written, probabilities, match_at)
     return {**spec, "cv": report}, report
 
 
@@ -237,21 +296,23 @@ def left_out_predictions(
     scored, labels = [], []
     for split in splits:
         held = np.array([r["split"] == split for r in rows])
-        if not held.any():
+        # Its made pairs leave with it and are never scored.
+        scored_here = held & np.array([not r.get("made") for r in rows])
+        if not scored_here.any():
             continue
         keep = [r for r, h in zip(rows, held, strict=True) if not h]
         spec, _ = fit_matrix(keep, X[~held], params)
         model = Model(spec)
-        probabilities = score_matrix(model, X[held])
-        hits = (probabilities >= model.match_at) == y[held]
+        probabilities = score_matrix(model, X[scored_here])
+        hits = (probabilities >= model.match_at) == y[scored_here]
         out[split] = {
-            "pairs": int(held.sum()),
-            "auc": round(_auc(y[held], probabilities), 4),
+            "pairs": int(scored_here.sum()),
+            "auc": round(_auc(y[scored_here], probabilities), 4),
             "accuracy": round(float(hits.mean()), 4),
             "match_at": model.match_at,
         }
         scored.append(probabilities)
-        labels.append(y[held])
+        labels.append(y[scored_here])
     if not scored:
         return out, np.zeros(0), np.zeros(0, dtype=int)
     p, t = np.concatenate(scored), np.concatenate(labels)
@@ -382,7 +443,7 @@ def main() -> None:
         help="skip the leave-one-split-out estimate (fitting without each blind split)",
     )
     args = parser.parse_args()
-    rows = read_rows()
+    rows = training_rows(read_rows())
     X = feature_matrix(rows)
     spec, report = fit_matrix(rows, X)
     if not args.no_loso:

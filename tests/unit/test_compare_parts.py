@@ -305,6 +305,56 @@ def test_each_blind_split_is_scored_by_a_fit_made_without_it(monkeypatch):
     assert found["all"]["accuracy"] == found["blind_a"]["accuracy"]
 
 
+def test_pairs_made_from_the_labelled_ones_keep_their_label_and_leave_with_their_split(
+    monkeypatch,
+):
+    from comparison import train
+
+    def pair(split, label, extracted_trigger, directive, expected_trigger="when X fails"):
+        return {
+            "expected": {"trigger": expected_trigger, "directive": "retry with backoff"},
+            "extracted": {"trigger": extracted_trigger, "directive": directive},
+            "label": label,
+            "split": split,
+            "domain": "d",
+            "category": "c",
+        }
+
+    rows = [
+        pair("blind_a", 1, "if X does not work", "back off, then retry"),
+        pair("blind_a", 0, "when X fails", "retry at once"),
+        pair("blind_a", 0, "when Y fails", "retry at once"),  # another trigger: nothing made
+        pair("blind_b", 0, "when X fails", "give up"),  # no rewording of X in its split
+    ]
+    made = train.made_pairs(rows)
+    # The same rule with the expected trigger copied is the same rule still.
+    assert made[0]["extracted"] == {"trigger": "when X fails", "directive": "back off, then retry"}
+    assert (made[0]["label"], made[0]["made"], made[0]["split"]) == (1, "trigger_copied", "blind_a")
+    # Another directive under a trigger its split rewords is another rule still.
+    assert made[1]["extracted"] == {"trigger": "if X does not work", "directive": "retry at once"}
+    assert (made[1]["label"], made[1]["made"]) == (0, "trigger_reworded")
+    assert len(made) == 2
+    assert train.made_pairs(rows) == made
+    assert train.training_rows(rows) == rows + made
+
+    labelled = [r for r in train.read_rows() if r["split"] in ("dev", "blind_a")]
+    both = train.training_rows(labelled)
+    X = train.feature_matrix(both)
+    fitted = []
+    real_fit = train.fit_matrix
+
+    def spy(keep, X_keep, params):
+        fitted.append(keep)
+        return real_fit(keep, X_keep, params)
+
+    monkeypatch.setattr(train, "fit_matrix", spy)
+    found = train.leave_one_split_out(both, X, {**train.PARAMS, "max_iter": 10})
+    # blind_a's made pairs leave with it; only its labelled pairs are scored.
+    assert {r["split"] for r in fitted[0]} == {"dev"}
+    assert any(r.get("made") for r in fitted[0])
+    assert found["blind_a"]["pairs"] == 150
+
+
 def test_the_opposite_words_looked_up_as_a_set_are_the_pairs_opposite_accepts():
     from comparison.lexicon import ANTONYMS, opposite, opposites_of
 
