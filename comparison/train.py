@@ -348,6 +348,22 @@ def band_figures(p: np.ndarray, y: np.ndarray, low: float, high: float) -> dict:
     }
 
 
+def band_curve(p: np.ndarray, y: np.ndarray, lows: list[float], highs: list[float]) -> list:
+    """What a wider band buys: for each most share inside, the best accuracy outside (and
+    its band), on the same pairs and grid as `uncertain_band`."""
+    best: dict[float, dict] = {}
+    shares = (0.0, 0.02, 0.04, 0.06, 0.08, 0.10, 0.15, 0.20)
+    for low in lows:
+        for high in highs:
+            f = band_figures(p, y, low, high)
+            for share in shares:
+                if f["uncertain_share"] <= share and (
+                    share not in best or f["accuracy_outside"] > best[share]["accuracy_outside"]
+                ):
+                    best[share] = {"most_inside": share, "low": low, "high": high, **f}
+    return [best[share] for share in shares if share in best]
+
+
 def uncertain_band(p: np.ndarray, y: np.ndarray, match_at: float) -> dict:
     """The band of probabilities where the verdict is `uncertain`, chosen on the pairs left
     out (each scored by a fit made without its split), deterministically: among the bands
@@ -379,6 +395,7 @@ def uncertain_band(p: np.ndarray, y: np.ndarray, match_at: float) -> dict:
     chosen = best or {"low": match_at, "high": match_at, **band_figures(p, y, 0, 0)}
     return {
         **chosen,
+        "curve": band_curve(p, y, lows, highs),
         "rule": (
             f"fewest pairs inside with accuracy outside >= {BAND_ACCURACY} and at most "
             f"{BAND_MAX_SHARE:.0%} inside, on the blind splits left out one at a time"

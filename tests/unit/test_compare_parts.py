@@ -247,6 +247,65 @@ def test_the_exported_trees_give_the_same_log_odds_as_the_fitted_classifier():
     assert exported.margins(X) == pytest.approx(fitted.decision_function(X), abs=1e-6)
 
 
+def test_the_uncertain_band_is_chosen_on_left_out_pairs_and_read_as_a_verdict():
+    from comparison import train
+
+    rng = np.random.default_rng(0)
+    # Sure pairs far from 0.5, and a muddle around it where the label is a coin.
+    y = rng.integers(0, 2, 2000)
+    p = np.where(y == 1, rng.uniform(0.7, 1.0, 2000), rng.uniform(0.0, 0.3, 2000))
+    muddle = rng.random(2000) < 0.08
+    p[muddle] = rng.uniform(0.4, 0.6, muddle.sum())
+    band = train.uncertain_band(p, y, 0.5)
+    assert band == train.uncertain_band(p, y, 0.5)
+    assert band["low"] <= 0.5 < band["high"]
+    assert band["accuracy_outside"] >= train.BAND_ACCURACY
+    assert band["uncertain_share"] <= train.BAND_MAX_SHARE
+    assert band["without_band"]["accuracy_outside"] < band["accuracy_outside"]
+    inside = (p >= band["low"]) & (p < band["high"])
+    assert band["uncertain_share"] == round(float(inside.mean()), 4)
+    # The fewest inside: a band one step narrower on either side misses the target.
+    for low, high in ((band["low"] + 0.01, band["high"]), (band["low"], band["high"] - 0.01)):
+        if low <= 0.5 < high:
+            narrower = train.band_figures(p, y, low, high)
+            assert narrower["accuracy_outside"] < train.BAND_ACCURACY or (
+                narrower["uncertain_share"] == band["uncertain_share"]
+            )
+    curve = band["curve"]
+    assert [c["most_inside"] for c in curve] == sorted(c["most_inside"] for c in curve)
+    accuracies = [c["accuracy_outside"] for c in curve]
+    assert accuracies == sorted(accuracies)
+
+    spec = {
+        "features": ["a"],
+        "baseline": 0.0,
+        "roots": [0],
+        "feature": [0],
+        "threshold": [0.0],
+        "left": [-1],
+        "right": [-1],
+        "value": [0.0],
+        "platt": {"a": 1.0, "b": 0.0},
+        "thresholds": {"match": 0.5, "partial": 0.25},
+    }
+    banded = model_lib.Model({**spec, "uncertain": {"low": 0.4, "high": 0.7}})
+    verdicts = [banded.verdict(v) for v in (0.1, 0.3, 0.4, 0.5, 0.69, 0.7)]
+    assert verdicts == ["miss", "partial", "uncertain", "uncertain", "uncertain", "match"]
+    # A model fitted without the left-out step has no band.
+    plain = model_lib.Model(spec)
+    assert [plain.verdict(v) for v in (0.3, 0.49, 0.5)] == ["partial", "partial", "match"]
+
+
+def test_an_uncertain_verdict_says_a_reviewer_decides(monkeypatch):
+    model = model_lib.load_model()
+    monkeypatch.setattr(model, "uncertain_low", 0.0)
+    monkeypatch.setattr(model, "uncertain_high", 1.01)
+    rule = {"trigger": "when git push fails", "directive": "pull and rebase"}
+    result = compare_rules(rule, {**rule, "directive": "fetch, then rebase"})
+    assert result["verdict"] == "uncertain"
+    assert result["why"].startswith("uncertain, a reviewer decides (p ")
+
+
 def test_a_missing_model_file_fails_loudly_naming_it(tmp_path, monkeypatch):
     from comparison.semantic import ComparatorUnavailable
 
