@@ -106,7 +106,12 @@ def _plain(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def made_pairs(rows: list[dict]) -> list[dict]:
+# The readings `made_pairs` uses (README: both together lost 0.04 left out; measured apart).
+READINGS = ("trigger_reworded",)
+ALL_READINGS = ("trigger_copied", "trigger_reworded")
+
+
+def made_pairs(rows: list[dict], readings: tuple[str, ...] = ALL_READINGS) -> list[dict]:
     """Pairs made from the labelled ones by readings that keep their label, so that how a
     pair was written tells the model nothing a writer's habit put there.
 
@@ -134,9 +139,9 @@ def made_pairs(rows: list[dict]) -> list[dict]:
     made = []
     for r in rows:
         same_trigger = _plain(r["extracted"]["trigger"]) == _plain(r["expected"]["trigger"])
-        if r["label"] == 1 and not same_trigger:
+        if r["label"] == 1 and not same_trigger and "trigger_copied" in readings:
             trigger, how = r["expected"]["trigger"], "trigger_copied"
-        elif r["label"] == 0 and same_trigger:
+        elif r["label"] == 0 and same_trigger and "trigger_reworded" in readings:
             trigger = reworded.get((r["split"], _plain(r["expected"]["trigger"])))
             how = "trigger_reworded"
             if trigger is None:
@@ -147,9 +152,9 @@ def made_pairs(rows: list[dict]) -> list[dict]:
     return made
 
 
-def training_rows(rows: list[dict]) -> list[dict]:
+def training_rows(rows: list[dict], readings: tuple[str, ...] = READINGS) -> list[dict]:
     """The labelled pairs and the pairs made from them (`made_pairs`)."""
-    return rows + made_pairs(rows)
+    return rows + made_pairs(rows, readings)
 
 
 def feature_matrix(rows: list[dict]) -> np.ndarray:
@@ -459,8 +464,18 @@ def main() -> None:
         action="store_true",
         help="skip the leave-one-split-out estimate (fitting without each blind split)",
     )
+    parser.add_argument(
+        "--readings",
+        default=",".join(READINGS),
+        help="the readings that make pairs, comma-separated (trigger_copied, trigger_reworded;"
+        " empty for none); the default is the shipped model's",
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "model.json", help="where to write")
     args = parser.parse_args()
-    rows = training_rows(read_rows())
+    readings = tuple(r for r in args.readings.split(",") if r)
+    if set(readings) - set(ALL_READINGS):
+        parser.error(f"--readings: each of {', '.join(ALL_READINGS)}")
+    rows = training_rows(read_rows(), readings)
     X = feature_matrix(rows)
     spec, report = fit_matrix(rows, X)
     if not args.no_loso:
@@ -479,8 +494,9 @@ def main() -> None:
         spec["uncertain"] = report["uncertain"] = band
     print(json.dumps(report, indent=2))
     if not args.check:
-        (HERE / "model.json").write_text(json.dumps(spec, separators=(",", ":")) + "\n")
-        print(f"wrote {HERE / 'model.json'}")
+        spec["fitted_on"]["readings"] = list(readings)
+        args.out.write_text(json.dumps(spec, separators=(",", ":")) + "\n")
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -394,10 +394,10 @@ def test_pairs_made_from_the_labelled_ones_keep_their_label_and_leave_with_their
     assert (made[1]["label"], made[1]["made"]) == (0, "trigger_reworded")
     assert len(made) == 2
     assert train.made_pairs(rows) == made
-    assert train.training_rows(rows) == rows + made
+    assert train.training_rows(rows, train.ALL_READINGS) == rows + made
 
     labelled = [r for r in train.read_rows() if r["split"] in ("dev", "blind_a")]
-    both = train.training_rows(labelled)
+    both = train.training_rows(labelled, train.ALL_READINGS)
     X = train.feature_matrix(both)
     fitted = []
     real_fit = train.fit_matrix
