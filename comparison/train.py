@@ -332,11 +332,10 @@ def left_out_predictions(
 
 
 # The uncertain band (semantics §12): outside it the verdict must be right at least this
-# often on the pairs left out, and no more than this share of them may fall inside it. The
-# target on new writers is 0.95; a point is kept in hand because new writers score below
-# the left-out estimate (four blind scorings 0.920-0.952 against 0.946 left out), and at
-# 0.95 the band held 0.7% of the pairs, too few to matter (comparison/README.md).
-BAND_ACCURACY = 0.96
+# often on the pairs left out, and no more than this share of them may fall inside it.
+# Left out, the shipped fit already reaches 0.9465 without a band, so the band chosen is
+# narrow (0.7% of the pairs); comparison/README.md has what a wider one would buy.
+BAND_ACCURACY = 0.95
 BAND_MAX_SHARE = 0.10
 _GRID = 0.01
 
