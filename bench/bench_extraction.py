@@ -1,20 +1,29 @@
-"""Extraction-accuracy bench (semantics §12): the comparator against token-F1, per split.
+"""Extraction-accuracy bench (semantics §12): the comparator against token-F1, per split,
+and against an older comparator (the baseline) on the same pairs.
 
-Prints, for each split of comparison/data/extraction_eval.jsonl:
+Prints, for each split of comparison/data/extraction_eval.jsonl and of every `--pairs` file
+(the same JSON Lines shape, with `label`, `split` and `category`; scored, never fitted on):
 - ROC AUC of the comparator's `score` (with a 95% bootstrap interval) and of token-F1;
-- verdict accuracy (a pair labelled "same rule" must get `match`, any other must not),
-  with a 95% Wilson interval;
+- verdict accuracy at the model's match threshold (a pair labelled "same rule" must score
+  at least it, any other below it), with a 95% Wilson interval; the share of pairs `uncertain` (a reviewer decides, §12.3) and the accuracy
+  of the verdicts outside that band; how many pairs labelled "different rule" score >= 0.9;
 - for the splits the model was fitted on, the cross-validated (out-of-fold, grouped by
   domain) figures recorded by comparison/train.py: the figures on the shipped model
   there are in-sample and flatter it; and the leave-one-split-out figures train.py
-  recorded for the blind-written splits (each fitted without it, then scored). The held-out splits (comparison.train.HELD_OUT)
-  were never fitted on; those present are scored one by one and together.
-Then the verdicts by error category on the held-out splits, pairs per second through
-`compare_many` (cold: texts never seen; warm: the same texts again) in CPU time and in
-wall time, in one process and over all the machine's cores (`workers`), the install size
-of what the comparator needs at run time, and how loaded the machine was.
+  recorded for the blind-written splits (each fitted without it, then scored). The
+  held-out splits (comparison.train.HELD_OUT) were never fitted on;
+- the baseline comparator's AUC and accuracy beside the shipped one's (`--baseline`: a git
+  ref whose comparison/ folder is taken with `git archive`, default `main`, or a folder that
+  holds a `comparison` package; `--baseline none` skips it; once this branch is merged, pass
+  the commit before it, e.g. 7514a75); it runs in its own process.
+Then the verdicts by error category on the held-out and `--pairs` splits, baseline beside
+shipped, pairs per second through `compare_many` (cold: texts never seen; warm: the same
+texts again) in CPU time and in wall time, in one process and over all the machine's cores
+(`workers`), the install size of what the comparator needs at run time, and how loaded the
+machine was. `--limit N` keeps the first N pairs of each split (CI runs it tiny).
 
-    python bench/bench_extraction.py [--json]
+    python bench/bench_extraction.py [--json] [--pairs FILE ...] [--baseline REF|DIR|none]
+        [--limit N] [--repeats N]
 """
 
 from __future__ import annotations
@@ -23,7 +32,10 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections import Counter, defaultdict
 from importlib import metadata
@@ -81,34 +93,114 @@ def wilson(successes: int, n: int) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def split_figures(rows: list[dict], results: list[dict], idx: list[int]) -> dict:
+def split_figures(
+    rows: list[dict], results: list[dict], idx: list[int], match_at: float | None = None
+) -> dict:
+    """AUC and accuracy of one split; accuracy at `match_at` (the model's threshold: every
+    pair decided by its score), and of the verdicts outside the uncertain band."""
     labels = [rows[i]["label"] for i in idx]
     score = [results[i]["score"] for i in idx]
-    hits = sum((results[i]["verdict"] == "match") == bool(rows[i]["label"]) for i in idx)
+    if match_at is None:
+        at = sum((results[i]["verdict"] == "match") == bool(rows[i]["label"]) for i in idx)
+    else:
+        at = sum((results[i]["score"] >= match_at) == bool(rows[i]["label"]) for i in idx)
+    decided = [i for i in idx if results[i]["verdict"] != "uncertain"]
+    hits = sum((results[i]["verdict"] == "match") == bool(rows[i]["label"]) for i in decided)
     return {
         "pairs": len(idx),
-        "domains": len({rows[i]["domain"] for i in idx}),
+        "domains": len({rows[i]["domain"] for i in idx if "domain" in rows[i]}),
         "auc": round(auc(labels, score), 4),
         "auc_95": [round(v, 4) for v in auc_interval(labels, score)],
         "token_f1_auc": round(auc(labels, [results[i]["token_f1"] for i in idx]), 4),
-        "accuracy": round(hits / len(idx), 4),
-        "accuracy_95": [round(v, 4) for v in wilson(hits, len(idx))],
+        "accuracy": round(at / len(idx), 4),
+        "accuracy_95": [round(v, 4) for v in wilson(at, len(idx))],
+        "uncertain_share": round(1 - len(decided) / len(idx), 4),
+        "accuracy_decided": round(hits / len(decided), 4) if decided else None,
+        "different_at_0_9": sum(
+            1 for i in idx if not rows[i]["label"] and results[i]["score"] >= 0.9
+        ),
     }
 
 
+VERDICTS = ("match", "uncertain", "partial", "miss")
+
+
 def by_category(rows: list[dict], results: list[dict], idx: list[int]) -> dict:
+    """Per error category: pairs, how many are labelled "same rule", each verdict, and the
+    errors among the decided verdicts (an `uncertain` pair is a reviewer's, counted apart)."""
     table: dict[str, Counter] = defaultdict(Counter)
     for i in idx:
-        row = table[rows[i]["category"]]
+        row = table[rows[i].get("category", "uncategorised")]
         row["pairs"] += 1
         row[results[i]["verdict"]] += 1
-        row["errors"] += (results[i]["verdict"] == "match") != bool(rows[i]["label"])
+        if results[i]["verdict"] != "uncertain":
+            row["errors"] += (results[i]["verdict"] == "match") != bool(rows[i]["label"])
         row["label_same"] += rows[i]["label"]
     return {k: dict(v) for k, v in sorted(table.items())}
 
 
-def throughput(pairs: list[tuple[dict, dict]]) -> dict:
-    repeats = max(5, 6000 // len(pairs))
+# The baseline comparator, run from its own folder in a child process: it reads the pairs as
+# JSON on stdin and writes its score and verdict for each.
+_BASELINE_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from comparison.compare import compare_many
+from comparison.model import load_model
+pairs = json.load(sys.stdin)
+results = compare_many([(x, e) for x, e in pairs])
+json.dump({"match_at": load_model().match_at,
+           "results": [{"score": r["score"], "verdict": r["verdict"],
+                        "token_f1": r["token_f1"]} for r in results]}, sys.stdout)
+"""
+
+
+def baseline_folder(baseline: str, scratch: Path) -> Path | None:
+    """A folder holding the baseline's `comparison` package: the one given, or the git
+    ref's comparison/ unpacked into `scratch`; None for "none"."""
+    if baseline == "none":
+        return None
+    given = Path(baseline)
+    if (given / "comparison" / "compare.py").is_file():
+        return given
+    archive = scratch / "baseline.tar"
+    with archive.open("wb") as out:
+        subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", baseline, "comparison"],
+            stdout=out,
+            check=True,
+        )
+    with tarfile.open(archive) as tar:
+        tar.extractall(scratch, filter="data")
+    return scratch
+
+
+def baseline_results(folder: Path, pairs: list[tuple[dict, dict]]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", _BASELINE_SCRIPT, str(folder)],
+        input=json.dumps(pairs),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def read_pairs(path: Path) -> list[dict]:
+    """Labelled pairs of a JSON Lines file (each with extracted, expected, label, split)."""
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        missing = [k for k in ("extracted", "expected", "label", "split") if k not in row]
+        if missing:
+            raise SystemExit(f"{path}: line {number} lacks {', '.join(missing)}")
+        rows.append(row)
+    return rows
+
+
+def throughput(pairs: list[tuple[dict, dict]], repeats: int | None = None) -> dict:
+    repeats = repeats or max(5, 6000 // len(pairs))
     cold, cold_cpu, warm, both_cpu = [], [], [], []
     for n in range(repeats):
         # A fresh suffix each time so no per-text cache flatters the cold figure: the
@@ -135,7 +227,7 @@ def throughput(pairs: list[tuple[dict, dict]]) -> dict:
     # time, since the work is in the children; texts never seen by the parent or them.
     workers = os.cpu_count() or 1
     parallel = []
-    for n in range(3 if workers > 1 else 0):
+    for n in range(min(3, repeats) if workers > 1 else 0):
         fresh = [({k: v + f" p{n}" for k, v in x.items()}, e) for x, e in pairs]
         started = time.perf_counter()
         compare_many(fresh, workers=workers)
@@ -194,30 +286,62 @@ def machine() -> dict:
     }
 
 
-def report() -> dict:
+def report(
+    extra: list[Path] = (),
+    baseline: str = "none",
+    limit: int | None = None,
+    repeats: int | None = None,
+) -> dict:
     rows = [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()]
+    for path in extra:
+        rows += [{**r, "split": f"{path.stem}:{r['split']}"} for r in read_pairs(path)]
+    if limit:
+        kept: Counter = Counter()
+        rows = [r for r in rows if (kept.update([r["split"]]) or kept[r["split"]] <= limit)]
     pairs = [(r["extracted"], r["expected"]) for r in rows]
     started = time.perf_counter()
     results = compare_many(pairs)
     first_call = time.perf_counter() - started
     model = load_model()
-    out: dict = {"pairs": len(rows), "domains": len({r["domain"] for r in rows})}
-    out["model"] = {**model.spec["fitted_on"], "match_at": model.match_at}
+    out: dict = {"pairs": len(rows), "domains": len({r.get("domain") for r in rows})}
+    out["model"] = {
+        **model.spec["fitted_on"],
+        "match_at": model.match_at,
+        "uncertain": [model.uncertain_low, model.uncertain_high],
+    }
     out["cv"] = model.spec["cv"]
     out["leave_one_split_out"] = model.spec.get("leave_one_split_out", {})
-    present = {r["split"] for r in rows}
-    out["training_splits"] = sorted(present - set(HELD_OUT))
+    out["uncertain_band"] = model.spec.get("uncertain", {})
+    present = list(dict.fromkeys(r["split"] for r in rows))
+    extra_splits = [s for s in present if ":" in s]
+    out["training_splits"] = sorted(set(present) - set(HELD_OUT) - set(extra_splits))
     out["held_out_splits"] = [s for s in HELD_OUT if s in present]
-    for split in (*out["training_splits"], *out["held_out_splits"]):
-        out[split] = split_figures(
-            rows, results, [i for i, r in enumerate(rows) if r["split"] == split]
-        )
+    out["extra_splits"] = extra_splits
+    old = None
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = baseline_folder(baseline, Path(scratch))
+        if folder is not None:
+            old = baseline_results(folder, pairs)
+            out["baseline"] = {"from": baseline, "match_at": old["match_at"]}
+    split_names = (*out["training_splits"], *out["held_out_splits"], *extra_splits)
+    index = {s: [i for i, r in enumerate(rows) if r["split"] == s] for s in split_names}
+    for split in split_names:
+        out[split] = split_figures(rows, results, index[split], model.match_at)
+        if old:
+            out[split]["baseline"] = split_figures(rows, old["results"], index[split])
     held = [i for i, r in enumerate(rows) if r["split"] in HELD_OUT]
     if len(out["held_out_splits"]) > 1:
-        out[HELD] = split_figures(rows, results, held)
+        out[HELD] = split_figures(rows, results, held, model.match_at)
+        if old:
+            out[HELD]["baseline"] = split_figures(rows, old["results"], held)
     out["held_out_by_category"] = by_category(rows, results, held) if held else {}
+    out["by_category"] = {}
+    for split in (*out["held_out_splits"], *extra_splits):
+        out["by_category"][split] = {"shipped": by_category(rows, results, index[split])}
+        if old:
+            out["by_category"][split]["baseline"] = by_category(rows, old["results"], index[split])
     out["first_call_seconds"] = round(first_call, 2)
-    out["pairs_per_second"] = throughput(pairs)
+    out["pairs_per_second"] = throughput(pairs, repeats)
     seen: set[str] = set()
     deps = sum(package_size_mb(name, seen) for name in RUNTIME_PACKAGES)
     files = [MODEL_JSON, MODEL_BIN, MODEL_META, VOCAB, THESAURUS]
@@ -234,44 +358,87 @@ def _interval(pair: list[float]) -> str:
     return f"[{pair[0]:.3f}, {pair[1]:.3f}]"
 
 
+def _figures(s: dict) -> str:
+    decided = s["accuracy_decided"]
+    return (
+        f"{s['auc']:>6.3f} {s['accuracy']:>6.3f} {s['uncertain_share']:>6.1%} "
+        f"{(f'{decided:.3f}' if decided is not None else '—'):>6} {s['different_at_0_9']:>4}"
+    )
+
+
 def print_report(r: dict) -> None:
     print(f"extraction bench: {r['pairs']} labelled pairs over {r['domains']} domains")
     print(f"model fitted on {', '.join(r['model']['splits'])} ({r['model']['pairs']} pairs)")
+    low, high = r["model"]["uncertain"]
     print(
-        f"{'split':8} {'pairs':>5}  {'AUC':>6} {'95% CI':>16}  {'acc':>6} {'95% CI':>16}"
-        f"  {'f1 AUC':>6}  {'CV AUC':>6} {'CV acc':>6}"
+        f"match at p >= {high:.2f}; uncertain (a reviewer decides) from {low:.2f}; accuracy at "
+        f"the threshold {r['model']['match_at']}; 'decided': accuracy outside the band; "
+        "'d>=.9': pairs labelled different scored >= 0.9"
     )
-    for split in (*r["training_splits"], *r["held_out_splits"], HELD):
+    base = r.get("baseline")
+    old_head = f"  | baseline ({base['from']}): AUC    acc" if base else ""
+    print(
+        f"{'split':14} {'pairs':>5}  {'AUC':>6} {'acc':>6} {'uncert':>6} {'decided':>6} "
+        f"{'d>=.9':>4}  {'95% CI (acc)':>16}  {'f1 AUC':>6}  {'CV AUC':>6} {'CV acc':>6}{old_head}"
+    )
+    for split in (*r["training_splits"], *r["held_out_splits"], HELD, *r["extra_splits"]):
         if split not in r:
             continue
         s, cv = r[split], r["cv"].get(split)
-        cv_text = f"{cv['cv_auc']:>6.3f} {cv['cv_accuracy']:>6.3f}" if cv else f"{'held out':>13}"
+        cv_text = f"{cv['cv_auc']:>6.3f} {cv['cv_accuracy']:>6.3f}" if cv else f"{'not fitted':>13}"
+        old = s.get("baseline")
+        old_text = f"  | {'':>19}{old['auc']:>6.3f} {old['accuracy']:>6.3f}" if old else ""
         print(
-            f"{split:8} {s['pairs']:>5}  {s['auc']:>6.3f} {_interval(s['auc_95']):>16}"
-            f"  {s['accuracy']:>6.3f} {_interval(s['accuracy_95']):>16}"
-            f"  {s['token_f1_auc']:>6.3f}  {cv_text}"
+            f"{split:14} {s['pairs']:>5}  {_figures(s)}  {_interval(s['accuracy_95']):>16}"
+            f"  {s['token_f1_auc']:>6.3f}  {cv_text}{old_text}"
         )
     print(
         f"cross-validated over all training splits: AUC {r['cv']['cv_auc']:.3f}, "
         f"accuracy {r['cv']['cv_accuracy']:.3f} (match at p >= {r['model']['match_at']})"
     )
-    loso = r["leave_one_split_out"]
+    loso, band = r["leave_one_split_out"], r["uncertain_band"]
     if loso:
         print("leave one blind split out (fitted without it, then scored; not blind):")
         for split, s in loso.items():
-            print(f"  {split:8} {s['pairs']:>5}  AUC {s['auc']:.3f}  accuracy {s['accuracy']:.3f}")
-    if not r["held_out_splits"]:
+            inside = band.get("per_split", {}).get(split)
+            band_text = (
+                f"  uncertain {inside['uncertain_share']:.1%}, accuracy outside "
+                f"{inside['accuracy_outside']:.3f}"
+                if inside
+                else ""
+            )
+            print(
+                f"  {split:8} {s['pairs']:>5}  AUC {s['auc']:.3f}  accuracy {s['accuracy']:.3f}"
+                f"{band_text}"
+            )
+    if band:
+        print(
+            f"uncertain band [{band['low']}, {band['high']}) chosen on them ({band['rule']}): "
+            f"{band['uncertain_share']:.1%} inside, accuracy outside {band['accuracy_outside']:.3f}"
+            f" (without a band {band['without_band']['accuracy_outside']:.3f})"
+        )
+    if not r["held_out_splits"] and not r["extra_splits"]:
         print(
             f"no held-out split ({', '.join(HELD_OUT)}) in the labelled pairs yet: the figures"
             " above are training, cross-validated and leave-one-split-out figures only"
         )
-    else:
-        print("held-out splits by category:  pairs  same  match partial miss  errors")
-    for name, c in r["held_out_by_category"].items():
+    for split, tables in r["by_category"].items():
         print(
-            f"  {name:30} {c['pairs']:>4} {c.get('label_same', 0):>5}  {c.get('match', 0):>5}"
-            f" {c.get('partial', 0):>7} {c.get('miss', 0):>4}  {c.get('errors', 0):>6}"
+            f"{split} by category (shipped | baseline): pairs same  match uncert partial miss  errors"
         )
+        names = sorted(set(tables["shipped"]) | set(tables.get("baseline", {})))
+        for name in names:
+            line = f"  {name:30}"
+            for which in ("shipped", "baseline"):
+                if which not in tables:
+                    continue
+                c = tables[which].get(name, {})
+                line += (
+                    f" | {c.get('pairs', 0):>4} {c.get('label_same', 0):>4}  {c.get('match', 0):>5}"
+                    f" {c.get('uncertain', 0):>6} {c.get('partial', 0):>7} {c.get('miss', 0):>4}"
+                    f"  {c.get('errors', 0):>6}"
+                )
+            print(line)
     t, m, mb = r["pairs_per_second"], r["machine"], r["install_mb"]
     print(
         f"throughput on unseen texts: {t['cold_cpu_median']:.0f} pairs/s of CPU time (best "
@@ -302,8 +469,23 @@ def print_report(r: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--pairs",
+        action="append",
+        type=Path,
+        default=[],
+        help="another JSON Lines file of labelled pairs to score (never fitted on); repeatable",
+    )
+    parser.add_argument(
+        "--baseline",
+        default="main",
+        help="the comparator to set beside the shipped one: a git ref (default main), a folder "
+        "holding a comparison package, or none",
+    )
+    parser.add_argument("--limit", type=int, help="the first N pairs of each split only")
+    parser.add_argument("--repeats", type=int, help="throughput batches (default: ~6,000 pairs)")
     args = parser.parse_args()
-    r = report()
+    r = report(args.pairs, args.baseline, args.limit, args.repeats)
     if args.json:
         print(json.dumps(r, indent=2))
     else:

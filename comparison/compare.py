@@ -50,7 +50,8 @@ FIELDS = ("trigger", "directive")
 COMPONENTS = {
     "score": (
         "probability that the extracted rule is the expected rule, from a model fitted on "
-        "hand-labelled pairs; the verdict is read from it"
+        "hand-labelled pairs; the verdict is read from it (uncertain in the band where the "
+        "model is not sure: a reviewer decides)"
     ),
     "semantic": (
         "embedding similarity of the wording, taken mostly over the words the two texts do "
@@ -75,7 +76,8 @@ def compare_rules(
     `extracted` and `expected` are `{"trigger": str, "directive": str}`; the optional
     `extracted_signature` is the candidate's own atom list (semantics §1), compared with
     the atoms read from the expected trigger. Returns a JSON-serialisable dict led by the
-    `score` (a probability) and the `verdict` read from it; `semantic`,
+    `score` (a probability) and the `verdict` read from it (`match`, `partial`, `miss`,
+    or `uncertain` in the band where the model is not sure: a reviewer decides); `semantic`,
     `signature_agreement` and `token_f1` are components, described in `components`.
     """
     return compare_many([(extracted, expected)], signatures=[extracted_signature])[0]
@@ -383,6 +385,10 @@ def _why(verdict: str, score: float, found: Evidence) -> str:
     if verdict == "match":
         doubt = f"; but {found.conflicts[0]}" if found.conflicts else ""
         return f"same rule ({figures}){doubt}"
+    if verdict == "uncertain":
+        # The band where the fitted model is not sure: a reviewer decides, not a coin.
+        found_text = f"; found {'; '.join(found.conflicts[:2])}" if found.conflicts else ""
+        return f"uncertain, a reviewer decides ({figures}){found_text}"
     if found.conflicts:
         return f"different rule: {'; '.join(found.conflicts[:2])} ({figures})"
     if verdict == "partial":

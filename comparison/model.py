@@ -51,6 +51,11 @@ class Model:
         self.match_at = float(spec["thresholds"]["match"])
         self.partial_at = float(spec["thresholds"]["partial"])
         self.bounds: list[dict] = spec.get("bounds", [])
+        # Where the model is not sure (semantics §12): `uncertain` from `low` up to `high`,
+        # `match` from `high`. A model fitted without the left-out step has no band.
+        band = spec.get("uncertain") or {}
+        self.uncertain_low = float(band.get("low", self.match_at))
+        self.uncertain_high = max(float(band.get("high", self.match_at)), self.match_at)
 
     def margins(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
         """Log-odds of "same rule" for a (pairs × features) array, all trees at once."""
@@ -95,8 +100,11 @@ class Model:
         return [features[name] for name in self.features]
 
     def verdict(self, probability: float) -> str:
-        if probability >= self.match_at:
+        """`match`, `uncertain` (a reviewer decides), `partial` or `miss`."""
+        if probability >= self.uncertain_high:
             return "match"
+        if probability >= self.uncertain_low:
+            return "uncertain"
         return "partial" if probability >= self.partial_at else "miss"
 
 

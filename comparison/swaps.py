@@ -18,6 +18,7 @@ from .text import (
     only,
     same_stem,
     stem,
+    tokens,
 )
 from .thesaurus import lemmas, opposite_lemmas
 from .triggers import atoms_of
@@ -213,11 +214,28 @@ def rejected_alternative(expected: str, extracted: str, embedder: StaticEmbedder
         if not found:
             continue
         keep, drop = found.group(1), found.group(2)
+        ruled_out = acts_named(drop)
+        if ruled_out and not ruled_out & acts_named(other):
+            # "instead of creating a new file" against "edit the file under its new name":
+            # the other rule does not do the act ruled out, however close its words read.
+            continue
         vectors = embedder.encode([keep, drop, other])
         to_keep, to_drop = float(vectors[2] @ vectors[0]), float(vectors[2] @ vectors[1])
         if to_drop - to_keep > _REJECTED_MARGIN:
             return f"the {side} rule does what the other rules out ({drop.strip()})"
     return None
+
+
+@lru_cache(maxsize=32768)
+def acts_named(text: str) -> frozenset[str]:
+    """The acts (verb classes) a text names, its verbs read in any inflection too
+    ("creating a new file" names `add`, as "create a new file" does)."""
+    found = set(verb_classes(text))
+    words = [w for w in tokens(text) if w.endswith(("ing", "ed", "es", "s"))]
+    if words:
+        plain = " ".join(sorted({lemma for w in words for lemma in lemmas(w)}))
+        found |= verb_classes(plain)
+    return frozenset(found)
 
 
 # Changed words, both sides together, from which a change is long (see `explained_share`).

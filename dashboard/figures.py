@@ -11,7 +11,7 @@ NEUTRAL = "#5b6475"
 PENDING = "#b07d00"
 ACCENT = "#1f5fbf"
 OUTCOME_COLOURS = {"promote": GOOD, "retire": BAD, "pending": PENDING}
-VERDICT_COLOURS = {"match": GOOD, "partial": PENDING, "miss": BAD}
+VERDICT_COLOURS = {"match": GOOD, "partial": PENDING, "miss": BAD, "uncertain": ACCENT}
 
 _BASE_LAYOUT = {
     "margin": {"l": 56, "r": 16, "t": 48, "b": 48},

@@ -173,7 +173,7 @@ EXTRACTION_VERDICT_WORDS = {
     "match": "the same rule as expected",
     "partial": "partly the expected rule",
     "miss": "a different rule from the one expected",
-    "uncertain": "the comparator cannot tell: a reviewer decides",
+    "uncertain": "uncertain — a reviewer decides (the comparator is not sure either way)",
 }
 
 

@@ -105,7 +105,8 @@ def get_gate(request, rule_id: RuleId):
     response={200: dict, **ERRORS},
     summary="Extraction accuracy against the source case's expected rule (semantics §12)",
     description="Led by `score`, the probability that the extracted rule is the expected "
-    "rule, and the `verdict` read from it; `components` holds the semantic similarity, "
+    "rule, and the `verdict` read from it (`match`, `partial`, `miss`, or `uncertain` where the "
+    "comparator is not sure: a reviewer decides, semantics §12.3); `components` holds the semantic similarity, "
     "signature agreement and token-F1, each labelled with its one-line meaning (components "
     "only: none decides). `calibrated` is false for a rule scored by the earlier comparator. "
     "A separate number from replay fidelity: never combined with it. 404 when the rule's "

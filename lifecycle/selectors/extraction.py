@@ -131,7 +131,15 @@ def score_pairs(rows, workers: int = 1) -> list[dict]:
 
 
 def verdict_counts(rows: list[dict]) -> dict[str, int]:
-    counts = {"match": 0, "partial": 0, "miss": 0}
+    """Rows per verdict; `uncertain` (a reviewer decides, semantics §12) is counted apart,
+    never as a match or a miss."""
+    counts = {"match": 0, "partial": 0, "miss": 0, "uncertain": 0}
     for row in rows:
         counts[row["verdict"]] += 1
     return counts
+
+
+def summary_line(counts: dict[str, int]) -> str:
+    """The verdict counts in words, `uncertain` named as what it is."""
+    words = {"uncertain": "uncertain (a reviewer decides)"}
+    return ", ".join(f"{n} {words.get(verdict, verdict)}" for verdict, n in counts.items())

@@ -172,7 +172,7 @@ def test_compare_rules_scores_each_line_of_a_pairs_file(tmp_path):
     same = {"trigger": "when git push fails with non-fast-forward", "directive": "pull first"}
     pairs.write_text(json.dumps({"extracted": same, "expected": same}) + "\n")
     document = json.loads(_call("compare_rules", "--pairs", str(pairs), "--json"))
-    assert document["summary"] == {"match": 1, "partial": 0, "miss": 0}
+    assert document["summary"] == {"match": 1, "partial": 0, "miss": 0, "uncertain": 0}
     [row] = document["pairs"]
     assert row["line"] == 1
     assert row["token_f1"] == 1.0

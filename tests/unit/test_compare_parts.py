@@ -155,6 +155,28 @@ def test_a_rule_does_not_forbid_what_its_own_preferred_option_reads_as():
     assert forbidden_done("do not retry at once; back off", "retry at once")
 
 
+def test_a_rule_that_does_not_do_the_ruled_out_act_is_not_said_to_do_it():
+    # Demo C-014: editing a file under its new name shares "file" and "new" with the
+    # option ruled out ("creating a new file"), not its act.
+    expected = {
+        "trigger": "if the file to change is not found at the expected path",
+        "directive": "locate it first with a repository search instead of creating a new file",
+    }
+    renamed = {
+        "trigger": "when a file edit fails because the path does not exist",
+        "directive": "check git log --follow for a rename and edit the file under its new name",
+    }
+    result = compare_rules(renamed, expected)
+    assert not any("rules out" in c for c in result["conflicts"])
+    assert "rules out" not in result["why"]
+    # A rule that does create the file still does what the other rules out.
+    created = {**renamed, "directive": "create a new file at the expected path"}
+    assert any(
+        "rules out (creating a new file)" in c
+        for c in compare_rules(created, expected)["conflicts"]
+    )
+
+
 def test_a_rejected_option_is_not_a_step():
     assert steps("rebuild the lock file instead of editing it by hand") == ("rebuild",)
     assert steps("deploy only after the tests pass") == ("test", "deploy")
@@ -225,6 +247,65 @@ def test_the_exported_trees_give_the_same_log_odds_as_the_fitted_classifier():
     assert exported.margins(X) == pytest.approx(fitted.decision_function(X), abs=1e-6)
 
 
+def test_the_uncertain_band_is_chosen_on_left_out_pairs_and_read_as_a_verdict():
+    from comparison import train
+
+    rng = np.random.default_rng(0)
+    # Sure pairs far from 0.5, and a muddle around it where the label is a coin.
+    y = rng.integers(0, 2, 2000)
+    p = np.where(y == 1, rng.uniform(0.7, 1.0, 2000), rng.uniform(0.0, 0.3, 2000))
+    muddle = rng.random(2000) < 0.08
+    p[muddle] = rng.uniform(0.4, 0.6, muddle.sum())
+    band = train.uncertain_band(p, y, 0.5)
+    assert band == train.uncertain_band(p, y, 0.5)
+    assert band["low"] <= 0.5 < band["high"]
+    assert band["accuracy_outside"] >= train.BAND_ACCURACY
+    assert band["uncertain_share"] <= train.BAND_MAX_SHARE
+    assert band["without_band"]["accuracy_outside"] < band["accuracy_outside"]
+    inside = (p >= band["low"]) & (p < band["high"])
+    assert band["uncertain_share"] == round(float(inside.mean()), 4)
+    # The fewest inside: a band one step narrower on either side misses the target.
+    for low, high in ((band["low"] + 0.01, band["high"]), (band["low"], band["high"] - 0.01)):
+        if low <= 0.5 < high:
+            narrower = train.band_figures(p, y, low, high)
+            assert narrower["accuracy_outside"] < train.BAND_ACCURACY or (
+                narrower["uncertain_share"] == band["uncertain_share"]
+            )
+    curve = band["curve"]
+    assert [c["most_inside"] for c in curve] == sorted(c["most_inside"] for c in curve)
+    accuracies = [c["accuracy_outside"] for c in curve]
+    assert accuracies == sorted(accuracies)
+
+    spec = {
+        "features": ["a"],
+        "baseline": 0.0,
+        "roots": [0],
+        "feature": [0],
+        "threshold": [0.0],
+        "left": [-1],
+        "right": [-1],
+        "value": [0.0],
+        "platt": {"a": 1.0, "b": 0.0},
+        "thresholds": {"match": 0.5, "partial": 0.25},
+    }
+    banded = model_lib.Model({**spec, "uncertain": {"low": 0.4, "high": 0.7}})
+    verdicts = [banded.verdict(v) for v in (0.1, 0.3, 0.4, 0.5, 0.69, 0.7)]
+    assert verdicts == ["miss", "partial", "uncertain", "uncertain", "uncertain", "match"]
+    # A model fitted without the left-out step has no band.
+    plain = model_lib.Model(spec)
+    assert [plain.verdict(v) for v in (0.3, 0.49, 0.5)] == ["partial", "partial", "match"]
+
+
+def test_an_uncertain_verdict_says_a_reviewer_decides(monkeypatch):
+    model = model_lib.load_model()
+    monkeypatch.setattr(model, "uncertain_low", 0.0)
+    monkeypatch.setattr(model, "uncertain_high", 1.01)
+    rule = {"trigger": "when git push fails", "directive": "pull and rebase"}
+    result = compare_rules(rule, {**rule, "directive": "fetch, then rebase"})
+    assert result["verdict"] == "uncertain"
+    assert result["why"].startswith("uncertain, a reviewer decides (p ")
+
+
 def test_a_missing_model_file_fails_loudly_naming_it(tmp_path, monkeypatch):
     from comparison.semantic import ComparatorUnavailable
 
@@ -281,6 +362,56 @@ def test_each_blind_split_is_scored_by_a_fit_made_without_it(monkeypatch):
     assert found["blind_a"]["pairs"] == found["all"]["pairs"] == 150
     assert 0.5 < found["blind_a"]["auc"] <= 1.0
     assert found["all"]["accuracy"] == found["blind_a"]["accuracy"]
+
+
+def test_pairs_made_from_the_labelled_ones_keep_their_label_and_leave_with_their_split(
+    monkeypatch,
+):
+    from comparison import train
+
+    def pair(split, label, extracted_trigger, directive, expected_trigger="when X fails"):
+        return {
+            "expected": {"trigger": expected_trigger, "directive": "retry with backoff"},
+            "extracted": {"trigger": extracted_trigger, "directive": directive},
+            "label": label,
+            "split": split,
+            "domain": "d",
+            "category": "c",
+        }
+
+    rows = [
+        pair("blind_a", 1, "if X does not work", "back off, then retry"),
+        pair("blind_a", 0, "when X fails", "retry at once"),
+        pair("blind_a", 0, "when Y fails", "retry at once"),  # another trigger: nothing made
+        pair("blind_b", 0, "when X fails", "give up"),  # no rewording of X in its split
+    ]
+    made = train.made_pairs(rows)
+    # The same rule with the expected trigger copied is the same rule still.
+    assert made[0]["extracted"] == {"trigger": "when X fails", "directive": "back off, then retry"}
+    assert (made[0]["label"], made[0]["made"], made[0]["split"]) == (1, "trigger_copied", "blind_a")
+    # Another directive under a trigger its split rewords is another rule still.
+    assert made[1]["extracted"] == {"trigger": "if X does not work", "directive": "retry at once"}
+    assert (made[1]["label"], made[1]["made"]) == (0, "trigger_reworded")
+    assert len(made) == 2
+    assert train.made_pairs(rows) == made
+    assert train.training_rows(rows, train.ALL_READINGS) == rows + made
+
+    labelled = [r for r in train.read_rows() if r["split"] in ("dev", "blind_a")]
+    both = train.training_rows(labelled, train.ALL_READINGS)
+    X = train.feature_matrix(both)
+    fitted = []
+    real_fit = train.fit_matrix
+
+    def spy(keep, X_keep, params):
+        fitted.append(keep)
+        return real_fit(keep, X_keep, params)
+
+    monkeypatch.setattr(train, "fit_matrix", spy)
+    found = train.leave_one_split_out(both, X, {**train.PARAMS, "max_iter": 10})
+    # blind_a's made pairs leave with it; only its labelled pairs are scored.
+    assert {r["split"] for r in fitted[0]} == {"dev"}
+    assert any(r.get("made") for r in fitted[0])
+    assert found["blind_a"]["pairs"] == 150
 
 
 def test_the_opposite_words_looked_up_as_a_set_are_the_pairs_opposite_accepts():

@@ -209,7 +209,10 @@ def test_notes_name_the_candidates_whose_control_replays_a_rule_shares():
             {"verdict": "miss", "conflicts": ["directive: only the extracted rule says force"]},
             "a different rule from the one expected — directive: only the extracted rule says force",
         ),
-        ({"verdict": "uncertain"}, "the comparator cannot tell: a reviewer decides"),
+        (
+            {"verdict": "uncertain"},
+            "uncertain — a reviewer decides (the comparator is not sure either way)",
+        ),
     ],
 )
 def test_the_extraction_verdict_is_worded_from_its_fields_never_its_p(extraction, words):

@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
 from lifecycle.management.base import JsonCommand, open_lines
-from lifecycle.selectors.extraction import score_pairs, verdict_counts
+from lifecycle.selectors.extraction import score_pairs, summary_line, verdict_counts
 from lifecycle.validation import ImportRejected, read_jsonl
 
 
@@ -34,14 +34,14 @@ class Command(JsonCommand):
             raise CommandError(f"no pairs in {options['pairs']}")
         counts = verdict_counts(rows)
         human = [
-            f"{'line':>4}  {'verdict':<8} {'trigger F1':>10} {'directive F1':>12} "
+            f"{'line':>4}  {'verdict':<9} {'trigger F1':>10} {'directive F1':>12} "
             f"{'semantic':>8} {'signature':>9}"
         ]
         for row in rows:
             human.append(
-                f"{row['line']:>4}  {row['verdict']:<8} {row['trigger']['token_f1']:>10.2f} "
+                f"{row['line']:>4}  {row['verdict']:<9} {row['trigger']['token_f1']:>10.2f} "
                 f"{row['directive']['token_f1']:>12.2f} {row['semantic']:>8.2f} "
                 f"{row['signature_agreement']:>9.2f}  {row['why']}"
             )
-        human.append(", ".join(f"{n} {verdict}" for verdict, n in counts.items()))
+        human.append(summary_line(counts))
         self.emit({"pairs": rows, "summary": counts}, "\n".join(human))

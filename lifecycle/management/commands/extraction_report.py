@@ -1,5 +1,5 @@
 from lifecycle.management.base import JsonCommand
-from lifecycle.selectors.extraction import extraction_rows, verdict_counts
+from lifecycle.selectors.extraction import extraction_rows, summary_line, verdict_counts
 
 NOTE = (
     "extraction accuracy (semantics §12) — a separate number from replay fidelity, never combined"
@@ -11,7 +11,7 @@ def _line(row: dict) -> list[str]:
     # A rule scored by the earlier comparator may carry no probability.
     score = f"{row['score']:>5.2f}" if isinstance(row.get("score"), int | float) else "    —"
     return [
-        f"{row['rule']:<10} {row['source_case']:<8} {row['verdict']:<8} {score}   "
+        f"{row['rule']:<10} {row['source_case']:<8} {row['verdict']:<9} {score}   "
         f"{row['semantic']:>8.2f} {row['signature_agreement']:>9.2f} "
         f"{t['token_f1']:>10.2f} {d['token_f1']:>12.2f}",
         f"  expected:  {row['expected']['trigger']} → {row['expected']['directive']}",
@@ -30,7 +30,7 @@ class Command(JsonCommand):
         if rows:
             # The score (a probability) and its verdict decide; the rest are components.
             human.append(
-                f"{'rule':<10} {'source':<8} {'verdict':<8} {'score':>5} | {'semantic':>8} "
+                f"{'rule':<10} {'source':<8} {'verdict':<9} {'score':>5} | {'semantic':>8} "
                 f"{'signature':>9} {'trigger F1':>10} {'directive F1':>12}"
             )
             for row in rows:
@@ -38,5 +38,5 @@ class Command(JsonCommand):
         else:
             human.append("no rule has a source case with an expected_rule")
         human.append("")
-        human.append(", ".join(f"{n} {verdict}" for verdict, n in counts.items()))
+        human.append(summary_line(counts))
         self.emit({"rows": rows, "summary": counts}, "\n".join(human))
