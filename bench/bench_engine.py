@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,6 +38,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
+from synthetic import T0, corpus_lines  # noqa: E402
 
 from lifecycle.models import (  # noqa: E402
     Exposure,
@@ -55,7 +56,6 @@ N = 1000
 HARNESS_S = 0.1
 # Candidates of a throughput round, 3 replays each.
 THROUGHPUT_CANDIDATES = 64
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Meter:
@@ -221,38 +221,6 @@ def bench_forward_trial_round_of(n: int, design: str) -> Meter:
     assert vround.summary["decided"] == n, vround.summary
     Rule.objects.filter(id__startswith=prefix).update(state="retired")
     return meter
-
-
-def corpus_lines(n: int) -> list[dict]:
-    """n failing cases, each with its own error atom and the common `tool:bench` atom (an
-    atom every case carries, as `tool:git` is in a real corpus), and two protected wins."""
-    return [
-        {
-            "id": f"F-{i:05d}",
-            "kind": "failure",
-            "task": "bench",
-            "steps": [{"tool": "bench"}],
-            "outcome": {},
-            "metrics": {"task_completion": 0.3, "coherence": 0.8, "outcome_correct": 0.0},
-            "signature": ["tool:bench", f"error:e{i}"],
-            "notices": ["breach:task_completion"],
-            "started_at": (T0 + timedelta(seconds=i)).isoformat(),
-            "replay_input": {"scope": f"scope-{i % 50}"},
-        }
-        for i in range(n)
-    ] + [
-        {
-            "id": f"S-{i}",
-            "kind": "success",
-            "task": "bench",
-            "steps": [{"tool": "bench"}],
-            "outcome": {},
-            "metrics": {"task_completion": 0.9, "coherence": 0.8},
-            "signature": ["tool:bench", "action:ok"],
-            "started_at": T0.isoformat(),
-        }
-        for i in range(2)
-    ]
 
 
 def replay_settings(backend: str, concurrency: int) -> None:

@@ -30,12 +30,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
+
+from synthetic import T0, corpus_lines  # noqa: E402  (bench/ is the script's own folder)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SCOPES = 50
 PER_ERROR = 5
 GENERAL_PER_SCOPE = 3
@@ -415,37 +416,6 @@ def bench_replay(sizes: list[int], pool: list[dict], per_scope: int) -> None:
             f"included  ({load()})",
             flush=True,
         )
-
-
-def corpus_lines(n: int, scopes: int = SCOPES) -> list[dict]:
-    """n failing cases, each with its own error atom, and two protected wins."""
-    return [
-        {
-            "id": f"F-{i:05d}",
-            "kind": "failure",
-            "task": "bench",
-            "steps": [{"tool": "bench"}],
-            "outcome": {},
-            "metrics": {"task_completion": 0.3, "coherence": 0.8, "outcome_correct": 0.0},
-            "signature": ["tool:bench", f"error:e{i}"],
-            "notices": ["breach:task_completion"],
-            "started_at": (T0 + timedelta(seconds=i)).isoformat(),
-            "replay_input": {"scope": f"scope-{i % scopes}"},
-        }
-        for i in range(n)
-    ] + [
-        {
-            "id": f"S-{i}",
-            "kind": "success",
-            "task": "bench",
-            "steps": [{"tool": "bench"}],
-            "outcome": {},
-            "metrics": {"task_completion": 0.9, "coherence": 0.8},
-            "signature": ["tool:bench", "action:ok"],
-            "started_at": T0.isoformat(),
-        }
-        for i in range(2)
-    ]
 
 
 def instant(case, context):
