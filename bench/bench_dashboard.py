@@ -250,7 +250,7 @@ def seed_review() -> None:
     from django.db.models import Q
 
     from lifecycle.models import ReviewItem, Rule
-    from lifecycle.review import Opening
+    from lifecycle.review_items import Opening
 
     if ReviewItem.objects.exists():
         return

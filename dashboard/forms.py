@@ -14,10 +14,10 @@ from django.utils.dateparse import parse_date, parse_datetime
 from dashboard.presenters import PENDING_WORDS
 from lifecycle import atoms as atom_lib
 from lifecycle.models import PendingReason, ReviewKind, RuleState, TrajectoryKind, WebhookFormat
+from lifecycle.outbox import TOPIC_WORDS, TOPICS
 from lifecycle.selectors import corpus as selectors_corpus
 from lifecycle.selectors import rules as selectors
 from lifecycle.validation import FilterError
-from lifecycle.webhooks import TOPIC_WORDS, TOPICS
 
 ANY = [("", "any")]
 PENDING_REASONS = [selectors.NOT_ATTEMPTED, *PendingReason.values]

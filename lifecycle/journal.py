@@ -15,7 +15,7 @@ from typing import NamedTuple
 from django.db import models
 from django.utils import timezone
 
-from . import review, webhooks
+from . import outbox, review_items
 from .bulk import insert_rows
 from .models import JournalEvent
 from .states import Actor
@@ -55,8 +55,8 @@ TRANSITION_TYPES = (
     EventType.RULE_RETIRED,
     EventType.RULE_RETIRED_BY_REVIEWER,
 )
-# The events the review queue and the notifications follow (lifecycle/review.py,
-# lifecycle/webhooks.py); any other event costs them nothing.
+# The events the review queue and the notifications follow (lifecycle/review_items.py,
+# lifecycle/outbox.py); any other event costs them nothing.
 REACTIVE_TYPES = frozenset(
     {
         "rule_added",
@@ -143,8 +143,8 @@ def _react(events: Sequence) -> None:
     if not any(e.type in REACTIVE_TYPES for e in events):
         return
     now = timezone.now()
-    review.project(events, now=now)
-    webhooks.notify_events(events, now=now)
+    review_items.project(events, now=now)
+    outbox.notify_events(events, now=now)
 
 
 def insert_rows_sql(

@@ -521,7 +521,7 @@ class ReviewKind(models.TextChoices):
 
 class ReviewItem(models.Model):
     """One thing in the review queue. Opened in the transaction of the event that calls for
-    it (lifecycle/review.py, from the one journal writer), closed by a reviewer's action or by
+    it (lifecycle/review_items.py, from the one journal writer), closed by a reviewer's action or by
     the change that makes it moot; never opened twice for the same thing (`key`)."""
 
     key = models.CharField(max_length=200, unique=True)

@@ -396,11 +396,11 @@ def uncertain_rule(rule_id: str, **fields) -> Rule:
     """A rule whose stored comparison the comparator is `uncertain` about (semantics §12), as
     the comparator engineer's verdict will store it, with its review item opened the way
     `rule_store_comparison` opens it."""
-    from lifecycle import review
+    from lifecycle import review_items
 
     fields.setdefault("comparison", UNCERTAIN_EXTRACTION)
     rule = make_rule(rule_id, source_case="F-001", **fields)
-    review.open_extraction(rule, rule.comparison, now=T0)
+    review_items.open_extraction(rule, rule.comparison, now=T0)
     return rule
 
 

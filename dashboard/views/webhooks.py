@@ -8,9 +8,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from dashboard.forms import WebhookForm
+from lifecycle.outbox import SIGNATURE_HEADER, TIMESTAMP_HEADER
 from lifecycle.selectors import webhooks as selectors
 from lifecycle.services import webhooks as services
-from lifecycle.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 from . import staff_required
 

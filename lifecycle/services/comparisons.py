@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from comparison.semantic import ComparatorUnavailable
 
-from .. import review
+from .. import review_items
 from ..models import Rule
 from ..selectors.extraction import score_rule
 
@@ -34,6 +34,6 @@ def rule_store_comparison(*, rule_id: str, rule: Rule | None = None) -> dict | N
     with transaction.atomic():
         Rule.objects.filter(pk=rule_id).update(comparison=scores)
         if scores:
-            # A verdict the comparator cannot call waits for a reviewer (lifecycle/review.py).
-            review.open_extraction(rule, scores, now=timezone.now())
+            # A verdict the comparator cannot call waits for a reviewer (lifecycle/review_items.py).
+            review_items.open_extraction(rule, scores, now=timezone.now())
     return scores

@@ -19,7 +19,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from .. import journal, review
+from .. import journal, review_items
 from ..journal import EventType
 from ..models import PackStatus, ReviewItem, ReviewKind, Rule, StagedPack
 from ..states import Action, Actor, ActorKind, NotAllowed
@@ -45,7 +45,7 @@ class BadAction(ValueError):
 
 
 def _close(item: ReviewItem, *, actor: Actor, resolution: str, now: datetime) -> None:
-    review.close_item(item, by=actor.name, resolution=resolution, now=now)
+    review_items.close_item(item, by=actor.name, resolution=resolution, now=now)
 
 
 def _dismissed(item: ReviewItem, *, actor: Actor, reason: str, now: datetime, words: str) -> None:

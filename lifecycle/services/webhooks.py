@@ -1,6 +1,6 @@
 """Webhook endpoints and the sending half of their deliveries (docs/webhooks.md).
 
-Deliveries are written with the change they announce (lifecycle/webhooks.py) and sent here,
+Deliveries are written with the change they announce (lifecycle/outbox.py) and sent here,
 one attempt at a time, by a Celery task (lifecycle/tasks.py). An attempt claims its delivery
 with a conditional UPDATE — pending and due, or no attempt — so two workers, a task delivered
 twice or a sweep racing a retry never send it at once; a sender that dies mid-attempt leaves
@@ -31,7 +31,7 @@ from ..models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookFo
 
 if TYPE_CHECKING:
     import httpx
-from ..webhooks import (
+from ..outbox import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
     TEST,

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import transaction
 from freezegun import freeze_time
 
-from lifecycle import webhooks
+from lifecycle import outbox
 from lifecycle.journal import write as journal_write
 from lifecycle.models import DeliveryStatus, JournalEvent, WebhookDelivery
 from lifecycle.services import webhooks as services
@@ -57,7 +57,7 @@ def promote(rule_id="C-1"):
 )
 def test_the_topic_of_an_event(type_, evidence, topic):
     event = journal_write(type=type_, actor="engine", evidence=evidence)
-    assert webhooks.topic_of(event) == topic
+    assert outbox.topic_of(event) == topic
 
 
 def test_a_promotion_writes_one_delivery_per_subscribed_active_endpoint():
@@ -153,7 +153,7 @@ def test_a_delivery_is_signed_and_retried_after_a_5xx_until_it_is_delivered():
         assert headers["X-CauterWeb-Delivery"] == str(delivery.pk)
         assert headers["X-CauterWeb-Topic"] == "promote"
         assert json.loads(got["body"]) == delivery.payload
-        assert webhooks.signature_valid(
+        assert outbox.signature_valid(
             hook.secret,
             got["body"],
             headers["X-CauterWeb-Timestamp"],
@@ -281,8 +281,8 @@ def test_a_bad_endpoint_is_refused_naming_the_field(fields, field):
 
 def test_a_timestamp_too_old_or_a_wrong_secret_does_not_verify():
     body = b'{"a":1}'
-    good = webhooks.sign("s3cret", body, 1000)
-    assert webhooks.signature_valid("s3cret", body, "1000", good, now=1100)
-    assert not webhooks.signature_valid("s3cret", body, "1000", good, now=1400)
-    assert not webhooks.signature_valid("other", body, "1000", good, now=1000)
-    assert not webhooks.signature_valid("s3cret", body, "nope", good, now=1000)
+    good = outbox.sign("s3cret", body, 1000)
+    assert outbox.signature_valid("s3cret", body, "1000", good, now=1100)
+    assert not outbox.signature_valid("s3cret", body, "1000", good, now=1400)
+    assert not outbox.signature_valid("other", body, "1000", good, now=1000)
+    assert not outbox.signature_valid("s3cret", body, "nope", good, now=1000)

@@ -239,7 +239,7 @@ def test_assignment_is_stable_independent_and_keeps_the_allocation():
 def test_the_evidence_names_the_decision_so_readers_need_not_parse_the_reason(
     treatment, control, decision
 ):
-    from lifecycle.review import retired_on_harm
+    from lifecycle.review_items import retired_on_harm
 
     evidence = trial(treatment, control).evidence()
     assert evidence["decision"] == decision

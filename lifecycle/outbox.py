@@ -7,7 +7,7 @@ sent from inside the transaction, and a change that rolls back leaves no deliver
 broker that is down leaves the rows for the sweep (lifecycle/services/webhooks.py).
 
 Topics: `promote` (rule_promoted), `retire` (rule_retired, rule_retired_by_reviewer),
-`needs_review` (an item opened in the review queue, lifecycle/review.py) and `round_failed`
+`needs_review` (an item opened in the review queue, lifecycle/review_items.py) and `round_failed`
 (a round that finished with errors, or a kick the broker refused). `test` is the dashboard's
 test button's own.
 

@@ -27,7 +27,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Q
 
-from . import webhooks
+from . import outbox
 from .models import ReviewItem, ReviewKind, Rule
 
 DECIDED = ("rule_promoted", "rule_retired", "rule_retired_by_reviewer")
@@ -169,7 +169,7 @@ def open_items(wanted: list[Opening], *, now: datetime) -> list[ReviewItem]:
     ]
     # A racing writer may have opened one a moment ago: the unique key keeps one.
     ReviewItem.objects.bulk_create(items, ignore_conflicts=True)
-    webhooks.notify_review(items, now=now)
+    outbox.notify_review(items, now=now)
     return items
 
 
