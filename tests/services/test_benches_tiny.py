@@ -177,7 +177,7 @@ def test_the_journal_bench_pages_filters_and_exports_on_a_tiny_seed(bench_databa
 
 
 @pytest.mark.postgres
-def test_the_engine_bench_runs_its_rounds_at_a_tiny_n(bench_database):
+def test_the_engine_bench_runs_its_rounds_and_threads_at_a_tiny_size(bench_database):
     env = bench_database("bench_engine", create=True)
     out = bench("bench_engine.py", "4", "--only", "rounds", env=env)
     assert "N = 4 candidates" in out, out
@@ -186,6 +186,24 @@ def test_the_engine_bench_runs_its_rounds_at_a_tiny_n(bench_database):
     for concurrency in (1, 8):
         assert f"instant backend, concurrency {concurrency}:" in out, out
     assert out.count("engine overhead per candidate") == 2, out
+    out = bench("bench_engine.py", "--only", "throughput", "--candidates", "4", env=env)
+    for concurrency in (1, 8):
+        assert f"0.1 s harness, threads, concurrency {concurrency}: 12 replays in" in out, out
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_the_engine_bench_runs_replays_on_its_own_celery_workers(bench_database):
+    """Its workers import the replay backend from the bench as `bench.bench_engine`; they are
+    stopped by the bench itself (the queue is purged first, so only its replays are taken)."""
+    from django.conf import settings
+
+    env = bench_database("bench_celery", create=True)
+    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    out = bench("bench_engine.py", "--only", "celery", "--candidates", "4", env=env)
+    assert "in the round's process, concurrency 1: 12 replays in" in out, out
+    assert "Celery 2 workers x 4, concurrency 8: 12 replays in" in out, out
+    assert out.count("CPU per replay") == 2, out
 
 
 @pytest.mark.postgres
