@@ -3,6 +3,7 @@ PostgreSQL; median server-side time of the calls a live harness makes most.
 
     python bench/bench_api.py                          # postgres://root@127.0.0.1:5432/cw_api_bench
     DATABASE_URL=postgres://…/other python bench/bench_api.py [--reseed] [--runs 50]
+        [--rules 10000] [--events 100000]
 
 Each call goes through Django's test client (middleware, token auth, handler, queries, JSON;
 no network) `--runs` times after one warm-up. Round kicks stop at the broker: this measures the
@@ -38,14 +39,14 @@ def ensure_database(url: str, *, reseed: bool) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def seed() -> None:
+def seed(rules: int = RULES, events: int = EVENTS) -> None:
     from lifecycle import journal
     from lifecycle.journal import EventType
     from lifecycle.models import Rule
 
     if Rule.objects.exists():
         return
-    rules = [
+    seeded = [
         Rule(
             id=f"B-{i:05d}",
             trigger=f"when step {i} of tool{i % 50} fails with error{i % 97}",
@@ -59,19 +60,19 @@ def seed() -> None:
             content_hash=f"{i:064x}",
             recorded_at=T0 + timedelta(seconds=i),
         )
-        for i in range(RULES)
+        for i in range(rules)
     ]
-    Rule.objects.bulk_create(rules, batch_size=2000)
+    Rule.objects.bulk_create(seeded, batch_size=2000)
     journal.write_many(
         [
             journal.event(
                 type=EventType.VALIDATION_VERDICT,
                 at=T0 + timedelta(seconds=i),
-                rule_id=f"B-{i % RULES:05d}",
+                rule_id=f"B-{i % rules:05d}",
                 actor="engine",
                 evidence={"outcome": "pending", "reason": "trial: 1/5 sessions observed"},
             )
-            for i in range(EVENTS)
+            for i in range(events)
         ]
     )
 
@@ -91,9 +92,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reseed", action="store_true")
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--rules", type=int, default=RULES, help="rules seeded (default 10000)")
+    parser.add_argument(
+        "--events", type=int, default=EVENTS, help="journal events seeded (default 100000)"
+    )
     args = parser.parse_args()
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
+    # The test client speaks plain HTTP: without this every call is a redirect to https.
+    os.environ.setdefault("CAUTERWEB_HTTPS", "false")
     ensure_database(url, reseed=args.reseed)
 
     import django
@@ -107,14 +114,15 @@ def main() -> None:
     from replay.tasks import round_run_task
 
     call_command("migrate", verbosity=0)
-    seed()
+    seed(args.rules, args.events)
     round_run_task.delay = lambda **kwargs: None
     ApiToken.objects.filter(name="bench").delete()
     client = Client(
         HTTP_HOST="localhost",
         HTTP_AUTHORIZATION=f"Bearer {token_create(name='bench', role='agent', actor='bench').key}",
     )
-    deep = client.get("/api/v1/rules?limit=500").json()["next_cursor"]
+    # A page deep in the list: the cursor after the first 500 rules (fewer on a tiny seed).
+    deep = client.get(f"/api/v1/rules?limit={min(500, args.rules // 2)}").json()["next_cursor"]
     counter = iter(range(10**9))
 
     def post_report():
@@ -147,8 +155,8 @@ def main() -> None:
         "POST /reports (one report)": post_report,
     }
     print(
-        f"{RULES} rules ({RULES // 3} active, {RULES // 3 // len(SCOPES)} per scope), "
-        f"{EVENTS} journal events, median of {args.runs} runs"
+        f"{args.rules} rules ({args.rules // 3} active, {args.rules // 3 // len(SCOPES)} per "
+        f"scope), {args.events} journal events, median of {args.runs} runs"
     )
     for name, call in figures.items():
         print(f"{median_ms(call, args.runs):8.1f} ms  {name}")

@@ -328,6 +328,7 @@ def main() -> None:
     from django.test import Client
 
     from lifecycle.models import JournalEvent, ReviewItem, Rule
+    from replay.models import ValidationRound
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     call_command("migrate", interactive=False, verbosity=0)
@@ -344,6 +345,8 @@ def main() -> None:
     busy = "BR-00001"
     htmx = {"HTTP_HX_REQUEST": "true"}
     ground_truth = "BR-00010"  # source case F-001 carries an expected_rule
+    # Round 50, or the last one of a tiny seed (one round per events/rules).
+    round_id = min(50, ValidationRound.objects.count())
     pages = [
         ("rules page (default)", "/rules/", {}),
         (
@@ -366,7 +369,7 @@ def main() -> None:
         (f"rule page {busy}: timeline fold (htmx)", f"/rules/{busy}/timeline/", htmx),
         (f"review queue ({ReviewItem.objects.count()} open items)", "/review/", {}),
         ("review queue, one scope (htmx)", "/review/?scope=git", htmx),
-        ("round page", "/rounds/50/", {}),
+        ("round page", f"/rounds/{round_id}/", {}),
         ("overview", "/", {}),
     ]
     for label, url_, headers in pages:

@@ -3,7 +3,7 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_rounds_bench \
         .venv/bin/python bench/bench_engine.py 1000 [--history 200000] [--only celery]
     (add CELERY_BROKER_URL=redis://127.0.0.1:6379/5 to measure real Celery workers too;
-    --only rounds|throughput|celery runs one part)
+    --only rounds|throughput|celery runs one part; --candidates 64 sizes the throughput parts)
 
 With N candidates (the argument, default 1,000):
 - a forward-trial round deciding N candidates;
@@ -38,8 +38,10 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
-from synthetic import T0, corpus_lines  # noqa: E402
 
+# As a package module: the Celery workers import this file as `bench.bench_engine` (the replay
+# backend), with the repository on their path but not bench/.
+from bench.synthetic import T0, corpus_lines  # noqa: E402
 from lifecycle.models import (  # noqa: E402
     Exposure,
     JournalEvent,
@@ -354,6 +356,12 @@ def main() -> None:
         help="one part: the rounds (forward trial and instant replay), the threads' "
         "throughput, or the Celery workers' (with CELERY_BROKER_URL)",
     )
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=THROUGHPUT_CANDIDATES,
+        help=f"candidates of a throughput round, 3 replays each (default {THROUGHPUT_CANDIDATES})",
+    )
     args = parser.parse_args()
     n = args.n
     if connection.vendor != "postgresql":
@@ -364,17 +372,17 @@ def main() -> None:
     print(f"engine bench on PostgreSQL {connection.pg_version}, N = {n} candidates", flush=True)
     wipe()
     if args.only == "celery":
-        import_corpus([json.dumps(line) for line in corpus_lines(THROUGHPUT_CANDIDATES)])
-        bench_celery()
+        import_corpus([json.dumps(line) for line in corpus_lines(args.candidates)])
+        bench_celery(args.candidates)
         return
     if args.only in (None, "rounds"):
         bench_rounds(n, args.history)
     else:
-        import_corpus([json.dumps(line) for line in corpus_lines(THROUGHPUT_CANDIDATES)])
+        import_corpus([json.dumps(line) for line in corpus_lines(args.candidates)])
     if args.only in (None, "throughput"):
-        bench_threads()
+        bench_threads(args.candidates)
     if args.only is None and settings.CELERY_BROKER_URL.startswith("redis"):
-        bench_celery()
+        bench_celery(args.candidates)
 
 
 def bench_rounds(n: int, history: int) -> None:
@@ -400,9 +408,9 @@ def bench_rounds(n: int, history: int) -> None:
         )
 
 
-def bench_threads() -> None:
+def bench_threads(candidates: int) -> None:
     for concurrency in (1, 8):
-        replays, seconds = bench_throughput(concurrency, via="T")
+        replays, seconds = bench_throughput(concurrency, via="T", candidates=candidates)
         print(
             f"  {HARNESS_S:.1f} s harness, threads, concurrency {concurrency}: {replays} replays "
             f"in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s  ({load()})",
@@ -469,7 +477,7 @@ class ProcessCPU:
             self.processes[name] += 1
 
 
-def bench_celery() -> None:
+def bench_celery(candidates: int) -> None:
     from cauterweb.celery import app
 
     threads_only(False)
@@ -479,10 +487,10 @@ def bench_celery() -> None:
     try:
         # Concurrency 1 replays in the round's own process (semantics §7.4), broker or not;
         # the first pass at 8 warms the workers' processes and is not printed.
-        bench_throughput(8, via="W")
+        bench_throughput(8, via="W", candidates=candidates)
         for concurrency in (1, 8):
             with ProcessCPU(marks) as cpu:
-                replays, seconds = bench_throughput(concurrency, via="C")
+                replays, seconds = bench_throughput(concurrency, via="C", candidates=candidates)
             where = "in the round's process" if concurrency == 1 else "Celery 2 workers x 4"
             parts = {"round": cpu.round_cpu, **cpu.by_name}
             mine = sum(v for k, v in parts.items() if k != "redis")

@@ -3,6 +3,7 @@ server-side time of the journal page (newest, deep in the past, each filter) and
 
     python bench/bench_journal.py                      # postgres://root@127.0.0.1:5432/cw_dash
     DATABASE_URL=postgres://…/other python bench/bench_journal.py [--runs 30]
+        [--rules 10000 --events 1000000]   # the seed's sizes, when it seeds
 
 Uses the database bench_dashboard.py seeds (10,000 rules, 1,000,000 events; seeded here with
 its seed() when missing). Each page goes through Django's test client (middleware, view, one
@@ -58,6 +59,10 @@ def export_rate(client, url: str) -> tuple[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--rules", type=int, default=10_000, help="rules seeded when missing")
+    parser.add_argument(
+        "--events", type=int, default=1_000_000, help="journal events seeded when missing"
+    )
     args = parser.parse_args()
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     if not url.startswith("postgres"):
@@ -66,6 +71,8 @@ def main() -> None:
 
     bench_dashboard.ensure_database(url)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cauterweb.settings")
+    # The test client speaks plain HTTP: without this every page is a redirect to https.
+    os.environ.setdefault("CAUTERWEB_HTTPS", "false")
     import django
 
     django.setup()
@@ -88,7 +95,7 @@ def main() -> None:
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     call_command("migrate", interactive=False, verbosity=0)
     if not Rule.objects.filter(pk="BR-00000").exists():
-        bench_dashboard.seed(rules=10_000, events=1_000_000)
+        bench_dashboard.seed(rules=args.rules, events=args.events)
     user, _ = User.objects.get_or_create(username="bench")
     client = Client()
     client.force_login(user)

@@ -10,7 +10,7 @@ Three passes over comparison/data/extraction_eval.jsonl, each in its own batch:
   rule's declared signature, so the declared-signature features are dumped too;
 - `suffixed`: every extracted text with " v0" appended, the bench's texts never seen.
 
-    python bench/dump_comparator.py OUT.jsonl
+    python bench/dump_comparator.py OUT.jsonl [--limit N]   # N: the first N pairs only
     diff OUT-before.jsonl OUT-after.jsonl
 """
 
@@ -37,8 +37,8 @@ def passes(rows: list[dict]) -> dict[str, tuple[list[tuple[dict, dict]], list | 
     return {"plain": (pairs, None), "signed": (pairs, signed), "suffixed": (suffixed, None)}
 
 
-def dump(out) -> int:
-    rows = [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()]
+def dump(out, limit: int | None = None) -> int:
+    rows = [json.loads(line) for line in EVAL.read_text().splitlines() if line.strip()][:limit]
     written = 0
     for name, (pairs, signatures) in passes(rows).items():
         evidence = evidence_many(pairs, signatures=signatures)
@@ -59,9 +59,10 @@ def dump(out) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the file to write (JSON lines)")
+    parser.add_argument("--limit", type=int, help="the first N labelled pairs only (default all)")
     args = parser.parse_args()
     with args.out.open("w") as out:
-        written = dump(out)
+        written = dump(out, args.limit)
     print(f"{written} lines written to {args.out}")
 
 
