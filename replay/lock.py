@@ -19,6 +19,7 @@ import logging
 import secrets
 import threading
 import time
+from contextlib import suppress
 from datetime import timedelta
 from functools import cache
 
@@ -142,7 +143,12 @@ def extend(holder: str, *, name: str = ROUND_LOCK, ttl_s: float | None = None) -
 
 def release(holder: str, *, name: str = ROUND_LOCK) -> None:
     if _url().startswith("redis"):
-        _redis_lock(holder, name, lock_ttl_s()).release()
+        from redis.exceptions import LockError
+
+        # Expired, or taken by another holder since: not ours to release (redis-py raises
+        # LockNotOwnedError here whatever raise_on_release_error says).
+        with suppress(LockError):
+            _redis_lock(holder, name, lock_ttl_s()).release()
         return
     EngineLock.objects.filter(name=name, holder=holder).update(holder="", expires_at=None)
 
