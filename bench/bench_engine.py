@@ -41,7 +41,7 @@ from django.db import connection  # noqa: E402
 
 # As a package module: the Celery workers import this file as `bench.bench_engine` (the replay
 # backend), with the repository on their path but not bench/.
-from bench.synthetic import T0, corpus_lines  # noqa: E402
+from bench.synthetic import T0, Meter, corpus_lines  # noqa: E402
 from lifecycle.models import (  # noqa: E402
     Exposure,
     JournalEvent,
@@ -58,27 +58,6 @@ N = 1000
 HARNESS_S = 0.1
 # Candidates of a throughput round, 3 replays each.
 THROUGHPUT_CANDIDATES = 64
-
-
-class Meter:
-    """Wall time, this process's CPU time and SQL statements of a block. On a shared machine
-    the wall time carries everyone else's load; CPU time and statements do not."""
-
-    def __enter__(self):
-        self.statements = 0
-        self._hook = connection.execute_wrapper(self._count)
-        self._hook.__enter__()
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def _count(self, execute, sql, params, many, context):
-        self.statements += 1
-        return execute(sql, params, many, context)
-
-    def __exit__(self, *exc):
-        self.wall = time.perf_counter() - self.wall
-        self.cpu = time.process_time() - self.cpu
-        self._hook.__exit__(*exc)
 
 
 def instant(case, context):

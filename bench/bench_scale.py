@@ -33,7 +33,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from synthetic import T0, corpus_lines  # noqa: E402  (bench/ is the script's own folder)
+from synthetic import T0, Meter, corpus_lines  # noqa: E402  (bench/ is the script's own folder)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -94,28 +94,6 @@ def wipe() -> None:
             "replay_enginelock, lifecycle_duplicatekey, lifecycle_rule RESTART IDENTITY CASCADE"
         )
         cursor.execute("SET session_replication_role = DEFAULT")
-
-
-class Meter:
-    """Wall time, this process's CPU time and SQL statements of a block."""
-
-    def __enter__(self):
-        from django.db import connection
-
-        self.statements = 0
-        self._hook = connection.execute_wrapper(self._count)
-        self._hook.__enter__()
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def _count(self, execute, sql, params, many, context):
-        self.statements += 1
-        return execute(sql, params, many, context)
-
-    def __exit__(self, *exc):
-        self.wall = time.perf_counter() - self.wall
-        self.cpu = time.process_time() - self.cpu
-        self._hook.__exit__(*exc)
 
 
 def texts() -> list[dict]:

@@ -1,7 +1,8 @@
-"""The synthetic corpus the engine benches replay: failing cases each with its own error atom
-and the common `tool:bench` atom (an atom every case carries, as `tool:git` is in a real
-corpus), spread over scopes, and two protected wins."""
+"""What the engine benches share: the synthetic corpus they replay (failing cases each with its
+own error atom and the common `tool:bench` atom — an atom every case carries, as `tool:git` is
+in a real corpus — spread over scopes, and two protected wins) and the meter of a block."""
 
+import time
 from datetime import UTC, datetime, timedelta
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -36,3 +37,26 @@ def corpus_lines(n: int, scopes: int = 50) -> list[dict]:
         }
         for i in range(2)
     ]
+
+
+class Meter:
+    """Wall time, this process's CPU time and SQL statements of a block. On a shared machine
+    the wall time carries everyone else's load; CPU time and statements do not."""
+
+    def __enter__(self):
+        from django.db import connection
+
+        self.statements = 0
+        self._hook = connection.execute_wrapper(self._count)
+        self._hook.__enter__()
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def _count(self, execute, sql, params, many, context):
+        self.statements += 1
+        return execute(sql, params, many, context)
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+        self._hook.__exit__(*exc)
