@@ -89,6 +89,15 @@ class Server:
         return logged
 
 
+def start_blocking_worker(env: dict, marker: Path, name: str) -> subprocess.Popen:
+    """A worker whose harness touches `marker` and then hangs in its replay (to be killed)."""
+    return start_worker(
+        {**env, "CAUTERWEB_REPLAY_BACKEND": "tests.faults.harness:blocking_replay",
+         "FAULT_MARKER": str(marker)},
+        name,
+    )  # fmt: skip
+
+
 def start_worker(env: dict, name: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "cauterweb", "worker", "--pool=solo",

@@ -38,6 +38,7 @@ from .services import (
     broker_emptied,
     environment,
     free_port,
+    start_blocking_worker,
     start_worker,
     stop,
     wait_until,
@@ -176,11 +177,7 @@ def test_a_worker_killed_mid_round_loses_nothing_and_decides_once(marker, monkey
     rule("R-1")
     broker_emptied(app, settings.CELERY_BROKER_URL)
     env = environment(database_url=database_url(), broker_url=settings.CELERY_BROKER_URL)
-    doomed = start_worker(
-        {**env, "CAUTERWEB_REPLAY_BACKEND": "tests.faults.harness:blocking_replay",
-         "FAULT_MARKER": str(marker)},
-        "fault-doomed",
-    )  # fmt: skip
+    doomed = start_blocking_worker(env, marker, "fault-doomed")
     healthy = None
     try:
         wait_until(lambda: app.control.ping(timeout=0.5), timeout_s=60, what="the worker")
@@ -191,8 +188,8 @@ def test_a_worker_killed_mid_round_loses_nothing_and_decides_once(marker, monkey
         reports_ingest(read_jsonl(jsonl(*(report(f"s-{i}", T0) for i in range(5)))))
         os.kill(doomed.pid, 9)
         doomed.wait()
-        # The lock outlives its dead holder by its expiry (a minute or more); bring that moment
-        # forward instead of waiting for it.
+        # The dead holder's lease is made to lapse now, so that the kicks queued meanwhile find
+        # the lock free; how fast a lease lapses on its own is timed in test_leases.py.
         redis.Redis.from_url(settings.CAUTERWEB_LOCK_URL).pexpire(
             lock._redis_key(lock.ROUND_LOCK), 1
         )

@@ -32,6 +32,7 @@ from .services import (
     Server,
     broker_emptied,
     environment,
+    start_blocking_worker,
     start_worker,
     stop,
     wait_until,
@@ -81,11 +82,7 @@ def test_a_replay_worker_killed_mid_replay_is_sent_again_within_seconds_and_coun
             what="the round to send its first replays",
         )
         # ... then a worker whose harness hangs: it claims a replay and is killed running it.
-        doomed = start_worker(
-            {**env, "CAUTERWEB_REPLAY_BACKEND": "tests.faults.harness:blocking_replay",
-             "FAULT_MARKER": str(marker)},
-            "fault-doomed",
-        )  # fmt: skip
+        doomed = start_blocking_worker(env, marker, "fault-doomed")
         wait_until(marker.exists, timeout_s=60, what="a replay to start on the doomed worker")
         (lost,) = ReplaySession.objects.filter(status="running")
         os.kill(doomed.pid, 9)
@@ -131,11 +128,7 @@ def test_a_killed_round_holder_is_replaced_within_seconds_and_its_round_closed(m
     rule("R-1")
     broker_emptied(app, settings.CELERY_BROKER_URL)
     env = environment(database_url=database_url(), broker_url=settings.CELERY_BROKER_URL)
-    doomed = start_worker(
-        {**env, "CAUTERWEB_REPLAY_BACKEND": "tests.faults.harness:blocking_replay",
-         "FAULT_MARKER": str(marker)},
-        "fault-holder",
-    )  # fmt: skip
+    doomed = start_blocking_worker(env, marker, "fault-holder")
     healthy = None
     try:
         wait_until(lambda: app.control.ping(timeout=0.5), timeout_s=60, what="the worker")
