@@ -36,10 +36,10 @@ from lifecycle import signals
 from lifecycle.services.rules import rule_record_candidate
 
 from . import atoms as atom_lib
+from .follow_ups import compared_in_one_task
 from .metrics import load_registry
 from .models import Trajectory, TrajectoryAtom, TrajectoryKind
 from .states import Actor
-from .tasks import compared_in_one_task
 
 # How a directive names the step the successes took. Unknown actions fall back to the command.
 ACTION_PHRASES = {

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
 
+from .follow_ups import webhook_deliver_on_commit
 from .models import DeliveryStatus, ReviewItem, Rule, WebhookDelivery, WebhookEndpoint
 
 PROMOTE, RETIRE, NEEDS_REVIEW, ROUND_FAILED, TEST = (
@@ -218,14 +218,8 @@ def enqueue(
             )
     WebhookDelivery.objects.bulk_create(deliveries)
     ids = [d.id for d in deliveries]
-    transaction.on_commit(lambda: _send_after_commit(ids))
+    webhook_deliver_on_commit(ids)
     return deliveries
-
-
-def _send_after_commit(ids: list) -> None:
-    from .tasks import webhook_deliver_enqueue
-
-    webhook_deliver_enqueue(ids)
 
 
 def encode(payload: dict) -> bytes:

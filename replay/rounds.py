@@ -277,8 +277,8 @@ def _pool(cfg: RoundConfig, round_id: int):
     from celery import current_app
 
     if cfg.concurrency > 1 and not current_app.conf.task_always_eager:
-        from .tasks import replay_task
-
+        # By name (registered in replay/apps.py): replay/tasks.py calls this module.
+        replay_task = current_app.tasks["replay.tasks.replay_task"]
         return CeleryPool(
             cfg, round_id, send=lambda sid: replay_task.apply_async(kwargs={"session_id": sid})
         )

@@ -7,11 +7,11 @@ from datetime import datetime
 from django.db import transaction
 
 from .. import signals
+from ..follow_ups import compared_in_one_task
 from ..inputs import CandidateIn, line_fields
 from ..metrics import load_registry
 from ..models import Rule
 from ..states import Actor
-from ..tasks import compared_in_one_task
 from ..validation import (
     ImportRejected,
     ImportResult,

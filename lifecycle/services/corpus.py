@@ -52,10 +52,10 @@ from traces.derive import with_derived_signature
 
 from .. import atoms as atom_lib
 from .. import journal, jsonsafe, limits
+from ..follow_ups import rules_rescore_enqueue
 from ..journal import EventType
 from ..models import TrajectoryKind
 from ..states import Actor
-from ..tasks import rules_rescore_enqueue
 from .corpus_store import BLOCK, CELL_COLUMNS, NOT_TEXT, Row, copy_escape, corpus_store
 
 KINDS = {k.value for k in TrajectoryKind}

@@ -30,10 +30,10 @@ from lifecycle.validation import (
     rule_content_hash,
 )
 
+from ..follow_ups import compared_in_one_task
 from ..metrics import load_registry
 from ..models import JournalEvent, PackStatus, Rule, RuleState, StagedPack
 from ..states import Actor, ActorKind, NotAllowed
-from ..tasks import compared_in_one_task
 
 PACK_VERSION = 1
 PACK_FORMATS = ("yaml", "json")

@@ -20,13 +20,13 @@ from .. import journal, signals
 from ..baseline import baseline
 from ..bulk import update_from_values
 from ..duplicate_keys import index_rules
+from ..follow_ups import rule_compare_on_commit
 from ..inputs import candidate_fields
 from ..journal import EventType
 from ..metrics import Registry, load_registry
 from ..models import AuthorKind, Report, Rule, RuleState
 from ..selectors.rules import RuleNotFound
 from ..states import TRANSITIONS, Action, Actor, ActorKind, check_allowed, next_state
-from ..tasks import rule_compare_on_commit
 from ..validation import (
     MAX_RULE_ID,
     InvalidRule,

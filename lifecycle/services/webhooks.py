@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .. import journal
+from ..follow_ups import webhook_deliver_on_commit
 from ..journal import EventType
 from ..models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookFormat
 
@@ -292,14 +293,8 @@ def delivery_resend(*, delivery_id: str | uuid.UUID, by: str, now: datetime | No
             next_attempt_at=now,
             log=[*delivery.log, entry],
         )
-        transaction.on_commit(lambda: _send([delivery.pk]))
+        webhook_deliver_on_commit([delivery.pk])
     return True
-
-
-def _send(ids: list) -> None:
-    from ..tasks import webhook_deliver_enqueue
-
-    webhook_deliver_enqueue(ids)
 
 
 def webhook_test(*, endpoint_id: int, by: str, now: datetime | None = None) -> WebhookDelivery:

@@ -26,14 +26,11 @@ def follow_ups(monkeypatch):
     seen = []
     monkeypatch.setattr("replay.kick.kick_round", lambda *, reason: seen.append(reason))
 
-    def enqueue(task, **kwargs):
-        assert task.name in (
-            "lifecycle.tasks.rule_compare_task",
-            "lifecycle.tasks.rules_compare_task",
-        )
+    def enqueue(name, **kwargs):
+        assert name in ("lifecycle.tasks.rule_compare_task", "lifecycle.tasks.rules_compare_task")
         seen.append(" ".join(["compare", *kwargs.get("rule_ids", [kwargs.get("rule_id")])]))
 
-    monkeypatch.setattr("lifecycle.tasks._enqueue", enqueue)
+    monkeypatch.setattr("lifecycle.follow_ups._enqueue", enqueue)
     return seen
 
 

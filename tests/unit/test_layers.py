@@ -1,6 +1,7 @@
 """The one-way dependency contract of `.importlinter`: dashboard | API → replay → lifecycle →
 comparison, the comparator imports neither Django nor the domain, nothing below the project
-package imports its settings or urls, and no import cycle runs between lifecycle's modules."""
+package imports its settings or urls, and no import cycle runs between
+lifecycle's modules or between replay's."""
 
 from pathlib import Path
 
