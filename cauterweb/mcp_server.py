@@ -26,7 +26,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from cauterweb.api.auth import token_for_key
+from cauterweb.api.protocol import token_for_key
 from lifecycle.scopes import rule_tool_read
 
 TOKEN_ENV = "CAUTERWEB_AGENT_TOKEN"

@@ -1,5 +1,5 @@
 """The project's own middleware, in the order settings.MIDDLEWARE runs it (the API's error shape
-is `cauterweb.api.errors.json_error_middleware`).
+is `cauterweb.api.protocol.json_error_middleware`).
 
 ## A request id
 
@@ -105,7 +105,7 @@ def _read_body(request: HttpRequest) -> HttpResponse | None:
 
 
 def _error(status: int, detail: str) -> JsonResponse:
-    # The API's error shape; the dashboard never sends chunked bodies.
+    # The API's error shape; the dashboard never sends chunked protocol.
     return JsonResponse({"detail": detail, "errors": []}, status=status)
 
 

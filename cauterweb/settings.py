@@ -127,7 +127,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "cauterweb.middleware.request_id_middleware",
-    "cauterweb.api.errors.json_error_middleware",
+    "cauterweb.api.protocol.json_error_middleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "cauterweb.middleware.chunked_body_middleware",

@@ -11,19 +11,32 @@ the services that store the line.
 """
 
 from datetime import datetime
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from traces.derive import with_derived_signature
 
 from . import atoms as atom_lib
 from . import limits
+from .models import TrajectoryKind
 from .validation import (
     InvalidRule,
     LineError,
     check_rule_id,
     parse_metrics,
     parse_time,
+    review_reason,
     rule_text,
+    trajectory_size_errors,
 )
 
 # ---- the checks of a report's fields ------------------------------------------------------
@@ -190,6 +203,37 @@ def candidate_fields(**given: Any) -> dict:
     return line.model_dump(exclude={"id"})
 
 
+# ---- a reviewer's bodies ------------------------------------------------------------------
+
+
+class RetireIn(BaseModel):
+    """Retiring a rule by hand (semantics §3): the reason is required and journaled."""
+
+    reason: Annotated[str, BeforeValidator(review_reason)] = Field(
+        json_schema_extra=_at_most(limits.REVIEW_REASON),
+        description="why a reviewer retires it by hand; journaled",
+    )
+
+
+ReviewAction = Literal[
+    "retire", "dismiss", "confirm", "deny", "merge", "acknowledge", "requeue", "import", "reject"
+]
+
+
+class ReviewActionIn(BaseModel):
+    """Resolving a review item; whether its action needs a reason is the service's to say."""
+
+    action: ReviewAction = Field(description="one the item's kind offers (docs/api.md)")
+    reason: Annotated[str, _optional_text("reason", limits.REVIEW_REASON)] = Field(
+        "",
+        json_schema_extra=_at_most(limits.REVIEW_REASON),
+        description="required to retire a candidate or reject a pack; journaled",
+    )
+    keep: Annotated[str, _optional_text("keep", limits.RULE_ID)] = Field(
+        "", json_schema_extra=_at_most(limits.RULE_ID), description="merge: the rule to keep"
+    )
+
+
 # ---- a decoded line through its model -----------------------------------------------------
 
 
@@ -229,12 +273,145 @@ def _missing_message(model: type[Line], field: str) -> str:
     return "is required"
 
 
-# ---- documented only: corpus lines are checked by `lifecycle.services.corpus` ----------------
+# ---- corpus lines -------------------------------------------------------------------------
+# Checked by `parse_trajectory`, which the corpus import calls on each of millions of lines
+# (lifecycle/services/corpus.py) and `TrajectoryIn` runs as its validator: plain functions
+# rather than one validator a field, because that import's speed is measured per line.
+
+KINDS = {k.value for k in TrajectoryKind}
+REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
+
+
+def _shape_errors(obj: dict, *, json_bytes: bool = False) -> list[tuple[str, str]]:
+    """(field, message) for every plain field of the wrong shape or over its limit; the byte
+    sizes of the JSON parts only with `json_bytes` (a good line's are measured on its cells)."""
+    wrong = []
+    tid = obj["id"]
+    if not isinstance(tid, str) or not tid.strip() or len(tid) > limits.TRAJECTORY_ID:
+        wrong.append(
+            ("id", f"must be a non-empty string of at most {limits.TRAJECTORY_ID} characters")
+        )
+    if not isinstance(obj["kind"], str) or obj["kind"] not in KINDS:
+        wrong.append(("kind", f"must be one of {', '.join(sorted(KINDS))}, got {obj['kind']!r}"))
+    if not isinstance(obj["task"], str) or not obj["task"].strip():
+        wrong.append(("task", "must be a non-empty string"))
+    if not isinstance(obj["steps"], list):
+        wrong.append(("steps", "must be a list of steps"))
+    expected = obj.get("expected_rule")
+    if expected is not None and not isinstance(expected, dict):
+        wrong.append(("expected_rule", "must be an object with 'trigger' and 'directive'"))
+    elif expected is not None:
+        for part in ("trigger", "directive"):
+            if not isinstance(expected.get(part), str) or not expected[part].strip():
+                wrong.append(
+                    (f"expected_rule.{part}", "is required and must be a non-empty string")
+                )
+    if obj.get("replayable") is not None and not isinstance(obj["replayable"], bool):
+        wrong.append(("replayable", "must be true or false"))
+    for name, limit in (("session_id", limits.SESSION_ID), ("corpus", limits.CORPUS_NAME)):
+        value = obj.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > limit):
+            wrong.append((name, f"must be a string of at most {limit} characters"))
+    if obj.get("meta") is not None and not isinstance(obj["meta"], dict):
+        wrong.append(("meta", "must be an object"))
+    return wrong + trajectory_size_errors(obj, json_bytes=json_bytes)
+
+
+def _atoms(raw: object, *, notices_only: bool) -> list[str]:
+    """`atoms.parse_atoms`, remembered for the last few thousand lists of strings: a corpus
+    repeats a small number of signatures, line after line."""
+    if raw.__class__ is list:
+        try:
+            return list(_atoms_of(tuple(raw), notices_only))
+        except TypeError:  # an item that cannot be a key (a list, an object): not an atom
+            pass
+    return atom_lib.parse_atoms(raw, notices_only=notices_only)
+
+
+@lru_cache(maxsize=4096)
+def _atoms_of(raw: tuple, notices_only: bool) -> tuple[str, ...]:
+    return tuple(atom_lib.parse_atoms(list(raw), notices_only=notices_only))
+
+
+def _started_at(obj: dict):
+    value = obj.get("started_at")
+    return None if value is None else parse_time(value)
+
+
+# (field, parser of the line's object): the fields that need parsing. Module-level functions,
+# not closures built per line: a corpus has millions of lines.
+PARSED = (
+    ("metrics", lambda obj: parse_metrics(obj["metrics"])),
+    ("signature", lambda obj: _atoms(obj["signature"], notices_only=False)),
+    ("notices", lambda obj: _atoms(obj.get("notices") or [], notices_only=True)),
+    ("started_at", _started_at),
+)
+
+
+def _parsed_values(obj: dict) -> tuple[dict, list[tuple[str, str]]]:
+    """The fields that need parsing (metrics, atoms, time), and (field, message) errors."""
+    values, wrong = {}, []
+    for name, parse in PARSED:
+        try:
+            values[name] = parse(obj)
+        except (ValueError, atom_lib.BadAtom) as exc:
+            wrong.append((name, str(exc)))
+    return values, wrong
+
+
+def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineError]]:
+    """Validate one corpus line into model fields; collects every error of the line."""
+    if not isinstance(obj, dict):
+        return None, [LineError(number, "", "each line must be a JSON object")]
+    # semantics §19: a trajectory without a signature gets one derived from its steps (which
+    # also notes the atoms on the steps and the explanation in meta). The content hash stays
+    # that of the line as given (`as_given`), so re-importing it is a no-op even if the
+    # derivation has changed since.
+    original = obj
+    if not obj.get("signature"):
+        obj = with_derived_signature(obj)
+    missing = [LineError(number, name, "is required") for name in REQUIRED if name not in obj]
+    if missing:
+        return None, missing
+    values, wrong = _parsed_values(obj)
+    if wrong or _shape_errors(obj):
+        # A bad line is checked again in full, JSON sizes too, so every error of it is named.
+        return None, [
+            LineError(number, f, m) for f, m in (*_shape_errors(obj, json_bytes=True), *wrong)
+        ]
+    steps, replayable = obj["steps"], obj.get("replayable")
+    return {
+        "id": obj["id"].strip(),
+        "kind": obj["kind"],
+        "task": obj["task"],
+        "steps": steps,
+        "outcome": obj["outcome"],
+        **values,
+        "session_id": obj.get("session_id") or "",
+        "corpus": obj.get("corpus") or "",
+        "expected_rule": obj.get("expected_rule"),
+        # semantics §2: replayable defaults to true when the trajectory has steps.
+        "replayable": bool(steps) if replayable is None else replayable,
+        "replay_input": obj.get("replay_input"),
+        "meta": obj.get("meta") or {},
+        **({} if obj is original else {"as_given": _as_given(original)}),
+    }, []
+
+
+def _as_given(line: dict) -> dict:
+    """The fields derivation changes, as the line gave them: what its content hash is of."""
+    return {
+        "steps": line["steps"],
+        "meta": line.get("meta") or {},
+        "signature": line.get("signature"),
+    }
 
 
 class TrajectoryIn(BaseModel):
-    """One corpus line (semantics §2); any further semantics §2 field is accepted. Its checks
-    are the corpus import's, tuned for files of millions of lines (`services.corpus`)."""
+    """One corpus line (semantics §2); any further semantics §2 field is accepted. Validated by
+    `parse_trajectory`, the corpus import's own check: its errors are the import's."""
+
+    model_config = ConfigDict(extra="allow")
 
     id: str = Field(json_schema_extra=_at_most(limits.TRAJECTORY_ID))
     kind: Literal["failure", "success", "near_miss"]
@@ -246,3 +423,11 @@ class TrajectoryIn(BaseModel):
         default_factory=list,
         description="derived from the steps when absent or empty (semantics §19)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checked(cls, obj: object) -> dict:
+        fields, errors = parse_trajectory(0, obj)
+        if errors:
+            raise ValueError("; ".join(f"{e.field or 'line'}: {e.message}" for e in errors))
+        return fields

@@ -34,6 +34,9 @@ TAGS = 32
 # Atoms in one signature or one list of notices.
 ATOMS = 64
 REVIEW_REASON = 2_000
+# A pack's name and version label (docs/api.md#rule-packs).
+PACK_NAME = 100
+PACK_VERSION = 40
 
 # ---- trajectories ---------------------------------------------------------------------------
 TASK = 20_000

@@ -3,7 +3,7 @@
 Under the `randomized` design (semantics §20) a trial is the candidate's exposed sessions with
 an outcome, counted per arm (`replay.engine.randomized`); under `baseline` (§8) the sessions
 enrolled and how many of them breached, against the candidate's baseline. Both are written by
-report intake (`lifecycle.services.enrolment`); one grouped query reads a round's worth.
+report intake (`lifecycle.services.reports`); one grouped query reads a round's worth.
 """
 
 from collections.abc import Iterable

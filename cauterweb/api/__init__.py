@@ -1,5 +1,5 @@
 """The one NinjaAPI of the project, versioned under /api/v1: one router module per resource,
-one error shape (errors.py), one cursor format (lifecycle/cursor.py).
+one error shape and one way to read a body (protocol.py), one cursor format (lifecycle/cursor.py).
 
 Each handler makes one call into the domain (lifecycle's or replay's services and
 selectors): no transaction, journal write or ORM query here, only the JSON shapes
@@ -9,11 +9,10 @@ only the engine promotes (semantics §3)."""
 from ninja import NinjaAPI
 
 from . import (
-    bodies,
     candidates,
-    errors,
     journal,
     packs,
+    protocol,
     replay,
     reports,
     review,
@@ -31,7 +30,7 @@ api = NinjaAPI(
     version="1",
     description="Corpus, reports, candidates, the rule tool, rounds, journal and packs.",
     urls_namespace="api-v1",
-    parser=bodies.StrictParser(),
+    parser=protocol.StrictParser(),
 )
 for module in (
     trajectories,
@@ -47,4 +46,4 @@ for module in (
 ):
     api.add_router("/", module.router)
 api.add_router("/replay/", replay.router)
-errors.install(api)
+protocol.install(api)

@@ -6,9 +6,8 @@ from pydantic import Field
 from lifecycle.cursor import MAX_CURSOR
 from lifecycle.selectors.journal import journal_feed
 
-from .auth import READ
-from .errors import ERRORS
 from .presenters import event_out
+from .protocol import ERRORS, READ
 from .schemas import EventPageOut, Text
 
 router = Router(tags=["journal"])

@@ -7,9 +7,8 @@ from pydantic import Field
 
 from lifecycle.services.packs import import_pack, pack_text, preview_pack
 
-from . import bodies
-from .auth import REVIEW, request_actor
-from .errors import ERRORS, ApiError
+from . import protocol
+from .protocol import ERRORS, REVIEW, ApiError, request_actor
 from .schemas import PackImportOut, PackPreviewOut, Text
 
 router = Router(tags=["packs"])
@@ -72,7 +71,7 @@ def get_pack(request, params: Query[PackQuery]):
 )
 def post_pack(request, dry_run: bool = False):
     try:
-        text = bodies.raw_body(request).decode("utf-8")
+        text = protocol.raw_body(request).decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "the pack is not valid UTF-8") from None
     if dry_run:

@@ -5,9 +5,8 @@ from ninja import Router
 from lifecycle.inputs import ReportIn
 from lifecycle.services.reports import reports_ingest
 
-from . import bodies
-from .auth import WRITE, request_actor
-from .errors import ERRORS
+from . import protocol
+from .protocol import ERRORS, WRITE, request_actor
 from .schemas import ImportOut
 
 router = Router(tags=["reports"])
@@ -18,9 +17,9 @@ router = Router(tags=["reports"])
     operation_id="postReports",
     auth=WRITE,
     response={200: ImportOut, **ERRORS},
-    openapi_extra=bodies.batch_body(ReportIn, "session report (semantics §2)"),
+    openapi_extra=protocol.batch_body(ReportIn, "session report (semantics §2)"),
     summary="Post live session reports; a validation round is kicked",
 )
 def post_reports(request):
-    result = reports_ingest(bodies.rows(request), actor=request_actor(request).name)
+    result = reports_ingest(protocol.rows(request), actor=request_actor(request).name)
     return {**result.as_dict(), "ids": result.ids}

@@ -9,16 +9,15 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from lifecycle.cursor import MAX_CURSOR
+from lifecycle.inputs import ReviewActionIn
 from lifecycle.selectors import review as selectors
 from lifecycle.services.packs import pack_stage
 from lifecycle.services.review import review_resolve
 
-from . import bodies
-from .auth import READ, REVIEW, WRITE, request_actor
-from .errors import ERRORS, ApiError
+from . import protocol
 from .presenters import review_item_out, staged_pack_out
+from .protocol import ERRORS, READ, REVIEW, WRITE, ApiError, request_actor
 from .schemas import (
-    ReviewActionIn,
     ReviewCountsOut,
     ReviewItemOut,
     ReviewPageOut,
@@ -122,7 +121,7 @@ def post_review(request, item_id: int, body: ReviewActionIn):
 )
 def post_staged_pack(request):
     try:
-        text = bodies.raw_body(request).decode("utf-8")
+        text = protocol.raw_body(request).decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "the pack is not valid UTF-8") from None
     return staged_pack_out(pack_stage(text, actor=request_actor(request)))

@@ -7,8 +7,7 @@ from lifecycle.cursor import MAX_CURSOR
 from replay.reads import rounds_page
 from replay.reviewer import round_kick
 
-from .auth import READ, REVIEW, request_actor
-from .errors import ERRORS
+from .protocol import ERRORS, READ, REVIEW, request_actor
 from .schemas import KickOut, RoundPageOut, Text
 
 router = Router(tags=["rounds"])

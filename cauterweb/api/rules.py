@@ -10,15 +10,14 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from lifecycle.cursor import MAX_CURSOR
+from lifecycle.inputs import RetireIn
 from lifecycle.selectors import rules as selectors
 from lifecycle.selectors.gate import gate_both
 from lifecycle.services.rules import rule_requeue, rule_retire_by_reviewer
 
-from .auth import READ, REVIEW, request_actor
-from .errors import ERRORS, ApiError
 from .presenters import rule_detail_out, rule_out
+from .protocol import ERRORS, READ, REVIEW, ApiError, request_actor
 from .schemas import (
-    RetireIn,
     RetireOut,
     RuleDetailOut,
     RuleId,

@@ -38,16 +38,11 @@ class ErrorOut(Schema):
 
 
 # ---- input bodies ----------------------------------------------------------------------------
-# The lines of the batch endpoints are the models of `lifecycle.inputs`: the API publishes the
-# models the intake code validates each line with, so the command line and the API agree.
+# Every body is a model of `lifecycle.inputs` (the batch lines, a reviewer's retire and review
+# actions), checked by `lifecycle.validation`: the API publishes the models the intake code
+# validates with, so the command line, the dashboard and the API agree.
 
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl")
-
-
-class RetireIn(Schema):
-    reason: Text = Field(
-        max_length=limits.REVIEW_REASON, description="why a reviewer retires it by hand; journaled"
-    )
 
 
 # ---- outputs ------------------------------------------------------------------------------
@@ -222,20 +217,6 @@ class PackPreviewOut(Schema):
 
 
 # ---- the review queue (docs/dashboard.md) --------------------------------------------------
-
-ReviewAction = Literal[
-    "retire", "dismiss", "confirm", "deny", "merge", "acknowledge", "requeue", "import", "reject"
-]
-
-
-class ReviewActionIn(Schema):
-    action: ReviewAction = Field(description="one the item's kind offers (docs/api.md)")
-    reason: Text = Field(
-        "",
-        max_length=limits.REVIEW_REASON,
-        description="required to retire a candidate or reject a pack; journaled",
-    )
-    keep: Text = Field("", max_length=limits.RULE_ID, description="merge: the rule to keep")
 
 
 class ReviewItemOut(Schema):

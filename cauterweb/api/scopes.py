@@ -9,8 +9,7 @@ from pydantic import Field
 
 from lifecycle.scopes import render_scope, rule_tool_read
 
-from .auth import READ
-from .errors import ERRORS
+from .protocol import ERRORS, READ
 from .schemas import ScopeFileOut, ScopeName, Text, ToolReadOut
 
 router = Router(tags=["rule tool"])

@@ -30,9 +30,8 @@ from traces.logs import FORMATS as LOG_FORMATS
 from traces.model import FORMATS
 from traces.sources import REQUEST_LIMITS
 
-from . import bodies
-from .auth import WRITE, request_actor
-from .errors import ERRORS, ApiError
+from . import protocol
+from .protocol import ERRORS, WRITE, ApiError, request_actor
 from .schemas import ImportOut
 
 router = Router(tags=["traces"])
@@ -96,7 +95,7 @@ def post_traces(
     body = (
         request.body
         if content_type in (*PROTOBUF_TYPES, *ZIP_TYPES)
-        else bodies.strict_text(request)
+        else protocol.strict_text(request)
     )
     if content_type not in PROTOBUF_TYPES and is_agent_log(body, fmt=format, name=name):
         result = import_logs(

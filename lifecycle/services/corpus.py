@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache, partial
+from functools import partial
 from itertools import islice
 from typing import NamedTuple
 
@@ -43,23 +43,16 @@ from lifecycle.validation import (
     ImportResult,
     LineError,
     json_line_error,
-    parse_metrics,
-    parse_time,
     trajectory_json_size_errors,
-    trajectory_size_errors,
 )
-from traces.derive import with_derived_signature
 
-from .. import atoms as atom_lib
 from .. import journal, jsonsafe, limits
 from ..follow_ups import rules_rescore_enqueue
+from ..inputs import parse_trajectory
 from ..journal import EventType
-from ..models import TrajectoryKind
 from ..states import Actor
 from .corpus_store import BLOCK, CELL_COLUMNS, NOT_TEXT, Row, copy_escape, corpus_store
 
-KINDS = {k.value for k in TrajectoryKind}
-REQUIRED = ("id", "kind", "task", "steps", "outcome", "metrics")
 # Lines a chunk holds: large enough that a chunk's statements cost little per line, small
 # enough that two chunks alive at once stay a few megabytes.
 CHUNK = 5_000
@@ -132,129 +125,6 @@ def read_lines(lines: Iterable[str | bytes]) -> Iterator[tuple[int, object, Line
     them, through `_decoded` where it gives the same value."""
     for number, value, error, _ in _read(lines):
         yield number, value, error
-
-
-def _shape_errors(obj: dict, *, json_bytes: bool = False) -> list[tuple[str, str]]:
-    """(field, message) for every plain field of the wrong shape or over its limit; the byte
-    sizes of the JSON parts only with `json_bytes` (a good line's are measured on its cells)."""
-    wrong = []
-    tid = obj["id"]
-    if not isinstance(tid, str) or not tid.strip() or len(tid) > 128:
-        wrong.append(("id", "must be a non-empty string of at most 128 characters"))
-    if not isinstance(obj["kind"], str) or obj["kind"] not in KINDS:
-        wrong.append(("kind", f"must be one of {', '.join(sorted(KINDS))}, got {obj['kind']!r}"))
-    if not isinstance(obj["task"], str) or not obj["task"].strip():
-        wrong.append(("task", "must be a non-empty string"))
-    if not isinstance(obj["steps"], list):
-        wrong.append(("steps", "must be a list of steps"))
-    expected = obj.get("expected_rule")
-    if expected is not None and not isinstance(expected, dict):
-        wrong.append(("expected_rule", "must be an object with 'trigger' and 'directive'"))
-    elif expected is not None:
-        for part in ("trigger", "directive"):
-            if not isinstance(expected.get(part), str) or not expected[part].strip():
-                wrong.append(
-                    (f"expected_rule.{part}", "is required and must be a non-empty string")
-                )
-    if obj.get("replayable") is not None and not isinstance(obj["replayable"], bool):
-        wrong.append(("replayable", "must be true or false"))
-    for name in ("session_id", "corpus"):
-        value = obj.get(name)
-        if value is not None and (not isinstance(value, str) or len(value) > 128):
-            wrong.append((name, "must be a string of at most 128 characters"))
-    if obj.get("meta") is not None and not isinstance(obj["meta"], dict):
-        wrong.append(("meta", "must be an object"))
-    return wrong + trajectory_size_errors(obj, json_bytes=json_bytes)
-
-
-def _atoms(raw: object, *, notices_only: bool) -> list[str]:
-    """`atoms.parse_atoms`, remembered for the last few thousand lists of strings: a corpus
-    repeats a small number of signatures, line after line."""
-    if raw.__class__ is list:
-        try:
-            return list(_atoms_of(tuple(raw), notices_only))
-        except TypeError:  # an item that cannot be a key (a list, an object): not an atom
-            pass
-    return atom_lib.parse_atoms(raw, notices_only=notices_only)
-
-
-@lru_cache(maxsize=4096)
-def _atoms_of(raw: tuple, notices_only: bool) -> tuple[str, ...]:
-    return tuple(atom_lib.parse_atoms(list(raw), notices_only=notices_only))
-
-
-def _started_at(obj: dict):
-    value = obj.get("started_at")
-    return None if value is None else parse_time(value)
-
-
-# (field, parser of the line's object): the fields that need parsing. Module-level functions,
-# not closures built per line: a corpus has millions of lines.
-PARSED = (
-    ("metrics", lambda obj: parse_metrics(obj["metrics"])),
-    ("signature", lambda obj: _atoms(obj["signature"], notices_only=False)),
-    ("notices", lambda obj: _atoms(obj.get("notices") or [], notices_only=True)),
-    ("started_at", _started_at),
-)
-
-
-def _parsed_values(obj: dict) -> tuple[dict, list[tuple[str, str]]]:
-    """The fields that need parsing (metrics, atoms, time), and (field, message) errors."""
-    values, wrong = {}, []
-    for name, parse in PARSED:
-        try:
-            values[name] = parse(obj)
-        except (ValueError, atom_lib.BadAtom) as exc:
-            wrong.append((name, str(exc)))
-    return values, wrong
-
-
-def parse_trajectory(number: int, obj: object) -> tuple[dict | None, list[LineError]]:
-    """Validate one corpus line into model fields; collects every error of the line."""
-    if not isinstance(obj, dict):
-        return None, [LineError(number, "", "each line must be a JSON object")]
-    # semantics §19: a trajectory without a signature gets one derived from its steps (which
-    # also notes the atoms on the steps and the explanation in meta). The content hash stays
-    # that of the line as given (`as_given`), so re-importing it is a no-op even if the
-    # derivation has changed since.
-    original = obj
-    if not obj.get("signature"):
-        obj = with_derived_signature(obj)
-    missing = [LineError(number, name, "is required") for name in REQUIRED if name not in obj]
-    if missing:
-        return None, missing
-    values, wrong = _parsed_values(obj)
-    if wrong or _shape_errors(obj):
-        # A bad line is checked again in full, JSON sizes too, so every error of it is named.
-        return None, [
-            LineError(number, f, m) for f, m in (*_shape_errors(obj, json_bytes=True), *wrong)
-        ]
-    steps, replayable = obj["steps"], obj.get("replayable")
-    return {
-        "id": obj["id"].strip(),
-        "kind": obj["kind"],
-        "task": obj["task"],
-        "steps": steps,
-        "outcome": obj["outcome"],
-        **values,
-        "session_id": obj.get("session_id") or "",
-        "corpus": obj.get("corpus") or "",
-        "expected_rule": obj.get("expected_rule"),
-        # semantics §2: replayable defaults to true when the trajectory has steps.
-        "replayable": bool(steps) if replayable is None else replayable,
-        "replay_input": obj.get("replay_input"),
-        "meta": obj.get("meta") or {},
-        **({} if obj is original else {"as_given": _as_given(original)}),
-    }, []
-
-
-def _as_given(line: dict) -> dict:
-    """The fields derivation changes, as the line gave them: what its content hash is of."""
-    return {
-        "steps": line["steps"],
-        "meta": line.get("meta") or {},
-        "signature": line.get("signature"),
-    }
 
 
 def trajectory_atoms(fields: dict) -> list[str]:

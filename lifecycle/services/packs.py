@@ -11,21 +11,22 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from django.db import transaction
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic import ValidationError as SchemaError
 
-from lifecycle import journal, jsonsafe, signals
+from lifecycle import journal, jsonsafe, limits, signals
 from lifecycle.inputs import candidate_fields
 from lifecycle.journal import DECISION_TYPES, EventType
 from lifecycle.services.rules import rule_record_candidate
 from lifecycle.validation import (
     InvalidRule,
     check_metric,
+    check_rule_id,
     content_hash,
     rule_content_hash,
 )
@@ -82,12 +83,16 @@ class PackRejected(Exception):
 
 
 class PackRuleSchema(BaseModel):
+    """A rule of a pack. Its fields are checked by the candidate's checks when it is planned
+    (`candidate_fields`, lifecycle/inputs.py), the same as any other candidate's; here only
+    their types, and its id, which a candidate need not carry."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    id: str = Field(min_length=1, max_length=64)
-    trigger: str = Field(min_length=1)
-    directive: str = Field(min_length=1)
-    scope: str = Field(default="global", min_length=1, max_length=128)
+    id: Annotated[str, BeforeValidator(check_rule_id)]
+    trigger: str
+    directive: str
+    scope: str = "global"
     metric: str | None = None
     signature: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
@@ -111,8 +116,8 @@ class PackSchema(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     pack_version: Literal[1]
-    name: str = Field(min_length=1, max_length=100)
-    version: str = Field(min_length=1, max_length=40)
+    name: str = Field(min_length=1, max_length=limits.PACK_NAME)
+    version: str = Field(min_length=1, max_length=limits.PACK_VERSION)
     checksum: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     exported_at: str
     selection: PackSelectionSchema
@@ -491,7 +496,14 @@ class PackPreview:
 
 
 def _schema_errors(exc: SchemaError) -> list[PackError]:
-    return [PackError(tuple(e["loc"]), e["msg"]) for e in exc.errors(include_url=False)]
+    return [_schema_error(e) for e in exc.errors(include_url=False)]
+
+
+def _schema_error(error: dict) -> PackError:
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, InvalidRule):  # a check of `lifecycle.validation`, in its own words
+        return PackError(tuple(error["loc"]), str(cause))
+    return PackError(tuple(error["loc"]), error["msg"])
 
 
 def _plan_rules(pack: PackSchema) -> tuple[list[PlannedRule], list[PackError]]:

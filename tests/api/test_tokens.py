@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from freezegun import freeze_time
 
-from cauterweb.api.auth import token_for_key
+from cauterweb.api.protocol import token_for_key
 from lifecycle.models import ApiToken, JournalEvent
 from lifecycle.services.tokens import InvalidToken, TokenNotFound, token_create, token_revoke
 

@@ -12,15 +12,14 @@ import orjson
 import pytest
 
 from lifecycle.atoms import BadAtom, parse_atoms
+from lifecycle.inputs import _atoms, parse_trajectory
 from lifecycle.jsonsafe import MAX_DEPTH, MAX_INT
 from lifecycle.services.corpus import (
-    _atoms,
     _cells,
     _fast_json,
     _json,
     _plain_text,
     _read,
-    parse_trajectory,
     read_lines,
     row_text,
     serialise,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cauterweb.api.bodies import batch_body
+from cauterweb.api.protocol import batch_body
 from lifecycle import limits
 from lifecycle.inputs import CandidateIn, ReportIn, candidate_fields, line_fields
 from lifecycle.validation import InvalidRule

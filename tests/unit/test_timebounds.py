@@ -4,13 +4,13 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from lifecycle.timebounds import (
+from lifecycle.validation import (
     EARLIEST,
     LATEST,
     MAX_TIME_TEXT,
     TimeOutOfRange,
     check_time_range,
-    parse_bounded_time,
+    parse_time,
 )
 
 
@@ -30,7 +30,7 @@ from lifecycle.timebounds import (
     ],
 )
 def test_it_accepts_times_in_range_and_answers_in_utc(text, expected):
-    parsed = parse_bounded_time(text)
+    parsed = parse_time(text)
     assert parsed == expected
     assert parsed.utcoffset() == timedelta(0)
 
@@ -53,7 +53,7 @@ def test_it_accepts_times_in_range_and_answers_in_utc(text, expected):
 )
 def test_it_refuses_times_outside_the_range_with_a_clear_message(text):
     with pytest.raises(TimeOutOfRange) as info:
-        parse_bounded_time(text)
+        parse_time(text)
     assert (
         "outside the accepted range 1970-01-01T00:00:00+00:00 .. 2200-01-01T00:00:00+00:00"
         in str(info.value)
@@ -74,7 +74,7 @@ def test_it_refuses_times_outside_the_range_with_a_clear_message(text):
 )
 def test_it_refuses_what_is_not_a_time(value, words):
     with pytest.raises(ValueError) as info:
-        parse_bounded_time(value)
+        parse_time(value)
     assert not isinstance(info.value, TimeOutOfRange)
     assert words in str(info.value)
 
