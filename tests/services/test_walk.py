@@ -14,11 +14,13 @@ spec.loader.exec_module(walk)
 
 pytestmark = pytest.mark.django_db
 
-# `walk_report.py --max 31`: what the two requests run together (README, "Architecture").
-MAX_POST, MAX_PAGE, MAX_BOTH = 15, 20, 31
+# The README's figures (`scripts/walk_report.py --max 31`: 15, 20 and 31 together) less what
+# does not run here: the round's kick runs on commit, after the recorded POST, and the page of
+# a rule with no randomized trial does not reach replay/engine/randomized.py.
+MAX_POST, MAX_PAGE, MAX_BOTH = 14, 19, 29
 
 
-def test_a_report_runs_15_modules_its_rule_page_20_and_both_31(
+def test_a_report_and_its_rule_page_run_no_more_modules_than_the_readme_says(
     monkeypatch, django_capture_on_commit_callbacks
 ):
     from replay.tasks import round_run_task
