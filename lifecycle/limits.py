@@ -91,6 +91,10 @@ TEXT_LIMITS = {
     "report.metrics": METRICS,
     "report.rules_read": RULES_READ,
     "retire.reason": REVIEW_REASON,
+    "review.reason": REVIEW_REASON,
+    "review.keep": RULE_ID,
+    "pack.name": PACK_NAME,
+    "pack.version": PACK_VERSION,
 }
 
 

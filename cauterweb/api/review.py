@@ -8,6 +8,7 @@ from django.http import StreamingHttpResponse
 from ninja import Query, Router, Schema
 from pydantic import Field
 
+from lifecycle import limits
 from lifecycle.cursor import MAX_CURSOR
 from lifecycle.inputs import ReviewActionIn
 from lifecycle.selectors import review as selectors
@@ -31,7 +32,7 @@ MAX_PAGE = 500
 
 class ReviewQuery(Schema):
     kind: Text | None = Field(None, max_length=16)
-    scope: Text | None = Field(None, max_length=128)
+    scope: Text | None = Field(None, max_length=limits.SCOPE)
     cursor: Text | None = Field(None, max_length=MAX_CURSOR)
     limit: int = Field(100, ge=1, le=MAX_PAGE)
 

@@ -7,6 +7,7 @@ of scope `a/b`."""
 from ninja import Query, Router, Schema
 from pydantic import Field
 
+from lifecycle import limits
 from lifecycle.scopes import render_scope, rule_tool_read
 
 from .protocol import ERRORS, READ
@@ -16,12 +17,12 @@ router = Router(tags=["rule tool"])
 
 
 class ToolQuery(Schema):
-    session: Text | None = Field(None, min_length=1, max_length=128)
+    session: Text | None = Field(None, min_length=1, max_length=limits.SESSION_ID)
     query: Text | None = Field(None, max_length=2000)
 
 
 class FileQuery(Schema):
-    session: Text | None = Field(None, min_length=1, max_length=128)
+    session: Text | None = Field(None, min_length=1, max_length=limits.SESSION_ID)
 
 
 @router.get(
