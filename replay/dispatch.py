@@ -630,41 +630,48 @@ def _claim(session_id: str) -> tuple | None:
         return cursor.fetchone()
 
 
-class Heartbeat:
-    """Pushes a claimed replay's lease out every HEARTBEAT_S while its harness runs, from a
-    thread of its own (with its own database connection). A lease found taken over (the
-    round gave up on this attempt) stops the heartbeat; the result will not be stored."""
+def _beat(session_id: str, attempt: int) -> bool:
+    """Push a claimed replay's lease out; False when this attempt no longer holds it (the
+    round gave up on it and sent it again): its result will not be stored."""
+    try:
+        return bool(
+            ReplaySession.objects.filter(
+                pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
+            ).update(lease_expires_at=timezone.now() + timedelta(seconds=LEASE_S))
+        )
+    except DatabaseError:
+        if connection.in_atomic_block:
+            raise
+        logger.warning("replay %s: heartbeat failed; retrying", session_id)
+        connection.close()  # the next beat, or the store, opens a fresh one
+        return True
 
-    def __init__(self, session_id: str, attempt: int):
-        self.session_id, self.attempt = session_id, attempt
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="replay-lease", daemon=True)
 
-    def __enter__(self) -> "Heartbeat":
-        self._thread.start()
-        return self
+def _waited_out(pool: ThreadPool, session_id: str, attempt: int) -> RunResult:
+    """The replay's result, its lease pushed out every HEARTBEAT_S while its harness runs
+    (docs/semantics.md#s18-lease). The task's own thread beats between its waits: a replay
+    shorter than a period writes no heartbeat and starts no thread for one."""
+    held = True
+    while not (results := pool.wait(at_most=HEARTBEAT_S)):
+        held = held and _beat(session_id, attempt)
+    (result,) = results
+    return result
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=HEARTBEAT_S + 5)
 
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(HEARTBEAT_S):
-                try:
-                    held = ReplaySession.objects.filter(
-                        pk=self.session_id, status=ReplayStatus.RUNNING, attempts=self.attempt
-                    ).update(lease_expires_at=timezone.now() + timedelta(seconds=LEASE_S))
-                except DatabaseError:
-                    logger.warning("replay %s: heartbeat failed; retrying", self.session_id)
-                    connection.close()  # this thread's: the next beat opens a fresh one
-                    continue
-                if not held:
-                    self.lost.set()
-                    return
-        finally:
-            connections.close_all()
+_workers = threading.local()
+
+
+def _worker_pool(cfg: RoundConfig) -> ThreadPool:
+    """The one replay thread of this worker thread, reused from task to task (a thread started
+    per replay cost more than the bookkeeping around it); a fresh one for a new configuration.
+    A harness that overruns is abandoned as in a round (`ThreadPool`), its slot refilled."""
+    held = getattr(_workers, "pool", None)
+    if held is not None and held.cfg == cfg:
+        return held
+    if held is not None:
+        held.close()
+    _workers.pool = ThreadPool(cfg, slots=1)
+    return _workers.pool
 
 
 def _json_safe(stored: dict) -> dict:
@@ -709,20 +716,15 @@ def run_stored(session_id: str) -> bool:
     if claimed is None:
         return False
     rule_id, case_id, kind, arm, repeat, round_id, token, attempt = claimed
-    with Heartbeat(session_id, attempt):
-        rule = _rule_of_round(rule_id, round_id)
-        cfg = RoundConfig.from_settings()
-        job = Job(rule_id, case_id, kind, arm, repeat, session_id)
-        context = context_for(
-            job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
-        )
-        pool = ThreadPool(cfg, slots=1)
-        try:
-            trajectory = _case_of_round(case_id, round_id)
-            pool.submit(job, cases.replay_case(trajectory, kind, rule), context)
-            (result,) = pool.wait()
-        finally:
-            pool.close()
+    rule = _rule_of_round(rule_id, round_id)
+    cfg = RoundConfig.from_settings()
+    job = Job(rule_id, case_id, kind, arm, repeat, session_id)
+    context = context_for(
+        job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
+    )
+    pool = _worker_pool(cfg)
+    pool.submit(job, cases.replay_case(_case_of_round(case_id, round_id), kind, rule), context)
+    result = _waited_out(pool, session_id, attempt)
     stored = asdict(result)
     del stored["job"]
     stored = _json_safe(stored)
