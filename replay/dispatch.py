@@ -371,20 +371,30 @@ def _close_session(job: Job, cfg: RoundConfig) -> None:
 def open_session(job: Job, round_id: int, *, status: str = ReplayStatus.RUNNING) -> str:
     """The row a remote harness or a replay task reaches this replay through; returns the
     replay's capability token, random and unguessable."""
-    token = secrets.token_urlsafe(24)
-    ReplaySession.objects.create(
-        id=job.session_id,
-        rule_id=job.rule_id,
-        case_id=job.case_id,
-        round_id=round_id,
-        kind=job.kind,
-        arm=job.arm,
-        repeat=job.repeat,
-        token=token,
-        status=status,
-        created_at=timezone.now(),
-    )
+    (token,) = open_sessions([job], round_id, status=status)
     return token
+
+
+def open_sessions(jobs: list[Job], round_id: int, *, status: str) -> list[str]:
+    """The rows of replays started together, in one statement; their tokens, in order."""
+    now = timezone.now()
+    rows = [
+        ReplaySession(
+            id=job.session_id,
+            rule_id=job.rule_id,
+            case_id=job.case_id,
+            round_id=round_id,
+            kind=job.kind,
+            arm=job.arm,
+            repeat=job.repeat,
+            token=secrets.token_urlsafe(24),
+            status=status,
+            created_at=now,
+        )
+        for job in jobs
+    ]
+    ReplaySession.objects.bulk_create(rows)
+    return [row.token for row in rows]
 
 
 def context_for(
@@ -446,10 +456,18 @@ class CeleryPool:
         self.resent = 0  # replays sent again after their lease ran out (for the summary)
 
     def submit(self, job: Job, case: ReplayCase | None = None, context=None) -> None:
-        open_session(job, self.round_id, status=ReplayStatus.QUEUED)
+        self.submit_all([job])
+
+    def submit_all(self, jobs: list[Job]) -> None:
+        """Replays sent together (the round fills every free slot at once): their rows opened
+        in one statement, then a task each."""
+        if not jobs:
+            return
+        open_sessions(jobs, self.round_id, status=ReplayStatus.QUEUED)
         now = self._clock()
-        self._flights[job.session_id] = _Sent(job, now, now)
-        self._send(job.session_id)
+        for job in jobs:
+            self._flights[job.session_id] = _Sent(job, now, now)
+            self._send(job.session_id)
 
     def busy(self) -> int:
         return len(self._flights)

@@ -395,6 +395,9 @@ class Round:
     # --- dispatch, in queue order (semantics §9.2, §18) -----------------------------------------
 
     def dispatch(self) -> None:
+        if isinstance(self.pool, CeleryPool):
+            self.send()
+            return
         while self.pool.free() > 0 and (job := self.next_job()) is not None:
             self.submit(job)
             if self.pool.queues_ahead:
@@ -417,11 +420,16 @@ class Round:
                 return self.todo[rule_id].popleft()
         return None
 
+    def send(self) -> None:
+        """Celery: a replay for every free slot, sent together (their rows in one statement)."""
+        jobs: list[Job] = []
+        while self.pool.free() > len(jobs) and (job := self.next_job()) is not None:
+            jobs.append(job)
+        self.summary["replays"] += len(jobs)
+        self.pool.submit_all(jobs)
+
     def submit(self, job: Job) -> None:
         self.summary["replays"] += 1
-        if isinstance(self.pool, CeleryPool):
-            self.pool.submit(job)
-            return
         rule, trajectory = self.rules[job.rule_id], self.cases_of[job.rule_id][job.case_id]
         token = open_session(job, self.row.pk) if self.cfg.remote else ""
         context = context_for(job, actives=self.actives, rule=rule, cfg=self.cfg, token=token)
