@@ -158,6 +158,20 @@ def test_a_replay_task_claims_its_replay_once_and_stores_its_result(settings):
 
 
 @pytest.mark.django_db
+def test_replays_sent_together_open_their_rows_in_one_statement(django_assert_num_queries):
+    rule("R-1")
+    sent = []
+    pool = CeleryPool(config(None, concurrency=8), 1, send=sent.append)
+    jobs = [job(f"F-{i}") for i in range(8)]
+    with django_assert_num_queries(1):
+        pool.submit_all(jobs)
+    assert sent == [j.session_id for j in jobs] and pool.free() == 0
+    rows = ReplaySession.objects.order_by("id")
+    assert [(r.status, r.round_id) for r in rows] == [("queued", 1)] * 8
+    assert len({r.token for r in rows}) == 8  # each its own capability
+
+
+@pytest.mark.django_db
 def test_a_result_whose_signal_was_lost_is_read_from_its_row():
     rule("R-1")
     pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
