@@ -626,7 +626,13 @@ def _worker_name() -> str:
 def _claim(session_id: str) -> tuple | None:
     """Take a replay, and read what it is, in one statement: a queued one, or one whose lease
     ran out (its worker died and the broker handed the task on). Counts the attempt and
-    takes the lease. None if another delivery of the task holds it, or it is done."""
+    takes the lease. None if another delivery of the task holds it, or it is done. The
+    task's first statement: it is what finds a connection that broke since the last task
+    (`replay_task` skips the health check that cost every task a round trip)."""
+    return _on_a_fresh_connection_once(session_id, "claiming", lambda: _claim_once(session_id))
+
+
+def _claim_once(session_id: str) -> tuple | None:
     table = ReplaySession._meta.db_table
     now = timezone.now()
     with connection.cursor() as cursor:
@@ -704,26 +710,38 @@ def _json_safe(stored: dict) -> dict:
 
 def _store(session_id: str, attempt: int, stored: dict) -> bool:
     """Keep the result, if this attempt still holds the replay (a conditional UPDATE: the
-    fence). A connection that broke meanwhile is replaced, once."""
-    for last in (False, True):
-        try:
-            return (
-                ReplaySession.objects.filter(
-                    pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
-                ).update(
-                    status=ReplayStatus.DONE,
-                    result=stored,
-                    finished_at=timezone.now(),
-                    lease_expires_at=None,
-                )
-                == 1
+    fence)."""
+    held = ReplaySession.objects.filter(
+        pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
+    )
+    return _on_a_fresh_connection_once(
+        session_id,
+        "storing",
+        lambda: (
+            held.update(
+                status=ReplayStatus.DONE,
+                result=stored,
+                finished_at=timezone.now(),
+                lease_expires_at=None,
             )
-        except (OperationalError, InterfaceError):
-            if last or connection.in_atomic_block:
-                raise
-            logger.warning("replay %s: storing failed; on a fresh connection", session_id)
-            connection.close()
-    return False
+            == 1
+        ),
+    )
+
+
+def _on_a_fresh_connection_once(session_id: str, doing: str, statement: Callable[[], Any]) -> Any:
+    """A replay task's statement; if its connection broke meanwhile (the database restarted,
+    the backend was terminated), once more on a fresh one. A claim whose answer was lost
+    with its connection finds the replay claimed: its lease runs out and the round sends it
+    again, as for a worker that died."""
+    try:
+        return statement()
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block:
+            raise
+        logger.warning("replay %s: %s failed; on a fresh connection", session_id, doing)
+        connection.close()
+    return statement()
 
 
 def run_stored(session_id: str) -> bool:

@@ -283,3 +283,40 @@ def test_an_attempt_that_lost_its_lease_stops_beating_and_stores_nothing(setting
     assert beats == [False]  # not pushed again once lost
     row = ReplaySession.objects.get()
     assert (row.status, row.result) == ("running", None)
+
+
+def test_a_replay_tasks_statement_is_tried_once_more_on_a_fresh_connection(monkeypatch):
+    # What the health check between tasks did, for the replay task, without a round trip.
+    from django.db import OperationalError
+
+    tried, closed = [], []
+    monkeypatch.setattr(dispatch.connection, "close", lambda: closed.append(True))
+
+    def claim():
+        tried.append(True)
+        if len(tried) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return ("R-1",)
+
+    assert dispatch._on_a_fresh_connection_once(SID, "claiming", claim) == ("R-1",)
+    assert (len(tried), closed) == (2, [True])
+
+    def broken():
+        raise OperationalError("the database is down")
+
+    with pytest.raises(OperationalError):  # twice: the task fails, its lease runs out
+        dispatch._on_a_fresh_connection_once(SID, "claiming", broken)
+
+
+def test_only_tasks_that_reconnect_themselves_skip_the_check_between_tasks(monkeypatch):
+    import django.db
+
+    from cauterweb.celery import _connections_between_tasks
+    from replay.tasks import replay_task, round_run_task
+
+    checked = []
+    monkeypatch.setattr(django.db, "close_old_connections", lambda: checked.append(True))
+    _connections_between_tasks(sender=replay_task)
+    assert checked == []
+    _connections_between_tasks(sender=round_run_task)
+    assert checked == [True]
