@@ -131,7 +131,10 @@ def _newest_with_atoms_many(
 def _newest_with_atoms(atoms: list[str], limit: int, *, rule_id: str) -> list[Trajectory]:
     """SQLite, one rule: the newest replayable failures carrying every atom, rarest atom
     first, and none once the rule is no longer a candidate. In process, so a statement per
-    rule costs no round trip."""
+    rule costs no round trip. CROSS JOIN is SQLite's way to fix the join order: with a plain
+    JOIN it walked every replayable failure newest first, probing the rare atom for each (a
+    selection grew with the corpus: 0.11 ms at 300 failures, 0.49 ms at 2,400); from the
+    rare atom's posting list it reads a few rows whatever the corpus."""
     traj, atom, rule = (m._meta.db_table for m in (Trajectory, TrajectoryAtom, Rule))
     probes = " ".join(
         f"AND (SELECT 1 FROM {atom} o WHERE o.atom = %s AND o.trajectory_id = t.id) IS NOT NULL"
@@ -139,7 +142,7 @@ def _newest_with_atoms(atoms: list[str], limit: int, *, rule_id: str) -> list[Tr
     )
     sql = (
         f"WITH rare AS (SELECT trajectory_id FROM {atom} WHERE atom = %s) "
-        f"SELECT t.* FROM rare JOIN {traj} t ON t.id = rare.trajectory_id "
+        f"SELECT t.* FROM rare CROSS JOIN {traj} t ON t.id = rare.trajectory_id "
         f"WHERE t.kind = %s AND t.replayable {probes} "
         f"AND (SELECT r.state FROM {rule} r WHERE r.id = %s) = %s "
         "ORDER BY t.started_at DESC NULLS LAST, t.id DESC LIMIT %s"
