@@ -585,7 +585,7 @@ class Round:
                 for r in self.waiting
                 if self.rules[r].replay_attempts < self.cfg.max_attempts
             )
-            chunk = [rule, *islice(ahead, SELECT_AHEAD - 1)]
+            chunk = [rule, *islice(ahead, _select_ahead() - 1)]
             found = cases.failing_cases(
                 chunk, limit=self.cfg.max_failing, counts=self.atoms, registry=self.registry
             )
@@ -740,6 +740,13 @@ def _collector_spared() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+def _select_ahead() -> int:
+    """Candidates a selection is made for. SQLite selects with a statement per candidate, in
+    process: selecting ahead saves nothing there, and what a selection gone stale held for
+    the next candidates was selected for nothing (most of it, with slow replays)."""
+    return SELECT_AHEAD if connection.vendor == "postgresql" else 1
 
 
 def _still_candidate(rule_id: str) -> bool:
