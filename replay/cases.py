@@ -11,7 +11,7 @@ failure-mode atoms (the atom counts are read once per round), so a common atom s
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import connection
 from django.db.models import Count, Exists
@@ -249,6 +249,9 @@ class Actives:
 
     ordered: tuple[Rule, ...]
     by_scope: dict
+    # What reads returned, by (scope, query): the same for every replay of the round that reads
+    # alike (a scope's protected wins are replayed for each of its candidates).
+    reads: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, rules: Iterable[Rule]) -> "Actives":
@@ -265,6 +268,16 @@ class Actives:
         ids = sorted(r.id for r in self.by_scope.get(scope, ()))
         digest = hashlib.sha256(json.dumps([scope, ids]).encode()).hexdigest()[:12]
         return f"{len(ids)}-{digest}"
+
+    def read(self, scope: str | None, query: str | None) -> list[dict]:
+        """The active rules a read returns (narrowed by its query, semantics §4), as the rule
+        tool shows them: worked out once per round and (scope, query), handed out as copies
+        (a harness may change what it was given)."""
+        key = (scope, query)
+        if key not in self.reads:
+            active = list(self.ordered) if scope is None else self.by_scope.get(scope, [])
+            self.reads[key] = [rule_as_dict(r) for r in narrow_active(active, query)]
+        return [{**r, "signature": list(r["signature"])} for r in self.reads[key]]
 
     def ids(self, scope: str) -> list[str]:
         return sorted(r.id for r in self.by_scope.get(scope, ()))
@@ -293,8 +306,7 @@ def rule_tool(
     shown = [candidate] if arm == TREATMENT else []
 
     def rules(scope: str | None, query: str | None) -> list[dict]:
-        active = list(actives.ordered) if scope is None else actives.by_scope.get(scope, [])
         mine = [c for c in shown if scope is None or c.scope == scope]
-        return [rule_as_dict(r) for r in narrow_active(active, query) + mine]
+        return actives.read(scope, query) + [rule_as_dict(r) for r in mine]
 
     return rules
