@@ -221,7 +221,18 @@ def clear_worker_caches() -> None:
         cached.cache_clear()
 
 
+@pytest.fixture
+def signals_dropped():
+    """A replay task signals round 1's list on Redis: emptied after the test, so that no other
+    test collects these results."""
+    yield
+    redis = dispatch._results_redis()
+    if redis is not None:
+        redis.delete(dispatch.results_key(1))
+
+
 @pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
 def test_a_replay_tasks_bookkeeping_is_a_few_statements(settings, django_assert_max_num_queries):
     # A worker reads a round's active rules, a candidate and a case once: a replay is then a
     # claim (which reads what the replay is) and a fenced store, whatever the harness.
@@ -231,18 +242,14 @@ def test_a_replay_tasks_bookkeeping_is_a_few_statements(settings, django_assert_
     rule("R-1")
     again = Job("R-1", "F-1", "failing", TREATMENT, 1, f"{SID}:1")
     dispatch.open_sessions([job(), again], 1, status="queued")
-    try:
-        with django_assert_max_num_queries(5):  # claim, active rules, candidate, case, store
-            assert dispatch.run_stored(SID) is True
-        with django_assert_max_num_queries(2):  # claim, store
-            assert dispatch.run_stored(again.session_id) is True
-    finally:
-        redis = dispatch._results_redis()
-        if redis is not None:
-            redis.delete(dispatch.results_key(1))
+    with django_assert_max_num_queries(5):  # claim, active rules, candidate, case, store
+        assert dispatch.run_stored(SID) is True
+    with django_assert_max_num_queries(2):  # claim, store
+        assert dispatch.run_stored(again.session_id) is True
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
 def test_a_replay_beats_its_lease_only_once_it_outlives_a_period(settings, monkeypatch):
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:slow"
     clear_worker_caches()
@@ -262,6 +269,7 @@ def test_a_replay_beats_its_lease_only_once_it_outlives_a_period(settings, monke
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
 def test_an_attempt_that_lost_its_lease_stops_beating_and_stores_nothing(settings, monkeypatch):
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:slow"
     clear_worker_caches()
