@@ -503,9 +503,12 @@ class CeleryPool:
             self._signalled.append(popped[1])
 
     def _from_signals(self) -> list[RunResult]:
-        if self._redis is None:
-            return []
+        """The results a wait popped, with the rest of the list. The list is read only after
+        a pop found it not empty: a signal that arrived meanwhile makes the next pop return
+        at once, so an empty read before each wait would be a round trip for nothing."""
         messages, self._signalled = self._signalled, []
+        if not messages:
+            return []
         try:
             messages += self._redis.lpop(self._key, 64) or []
         except Exception:

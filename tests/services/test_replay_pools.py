@@ -199,3 +199,36 @@ def test_a_result_signalled_on_the_rounds_list_is_collected_before_its_row_says_
         pool.close()
     assert (done.job.case_id, done.metrics) == ("F-1", {"task_completion": 1.0})
     assert ReplaySession.objects.get().result is None  # it came through Redis, not the row
+
+
+class SignalsList:
+    """The round's Redis list, recording the calls the round makes."""
+
+    def __init__(self, *messages: str):
+        self.messages, self.calls = list(messages), []
+
+    def blpop(self, keys, timeout):
+        self.calls.append("blpop")
+        return (keys[0], self.messages.pop(0)) if self.messages else None
+
+    def lpop(self, key, count):
+        self.calls.append("lpop")
+        popped, self.messages = self.messages[:count], self.messages[count:]
+        return popped
+
+
+@pytest.mark.django_db
+def test_a_wait_reads_the_signals_list_only_after_a_pop_found_it_not_empty():
+    import json
+
+    rule("R-1")
+    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
+    pool.submit_all([job("F-1"), job("F-2")])
+    pool._polled_at = float("inf")  # the rows are not read in this test
+    done = [
+        json.dumps({"id": f"replay:1:R-1:{c}", "result": {"metrics": {"task_completion": 1.0}}})
+        for c in ("F-1", "F-2")
+    ]
+    pool._redis = SignalsList(*done)
+    assert sorted(r.job.case_id for r in pool.wait(at_most=5.0)) == ["F-1", "F-2"]
+    assert pool._redis.calls == ["blpop", "lpop"]  # no empty read before the pop
