@@ -17,7 +17,9 @@ data. Each figure is printed with the load average: the machine is shared.
   five rules to an error, a few general rules per scope), by block, beside the full scan of
   the scope the check did before (rows read and time; the comparator's pairs are the same);
 - replay: record + replay to standstill per candidate with an instant harness (one failing
-  case each, single design), at two queue sizes.
+  case each, single design), at two queue sizes (300 and 2,400 on the embedded default, 1,000
+  and 10,000 on PostgreSQL: issue 34's sizes), and the CPU a candidate of the largest against
+  the smallest (the target is 1.2× at most).
 `--tiny` runs every part at a size of a few dozen (CI runs it: tests/unit/test_bench_scale.py).
 """
 
@@ -354,6 +356,7 @@ def bench_replay(sizes: list[int], pool: list[dict], per_scope: int) -> None:
     from replay.models import ValidationRound
     from replay.rounds import run_until_settled
 
+    cpu = {}
     for n in sizes:
         wipe()
         scopes = max(n // per_scope, 1) if per_scope else SCOPES
@@ -394,6 +397,14 @@ def bench_replay(sizes: list[int], pool: list[dict], per_scope: int) -> None:
             f"included  ({load()})",
             flush=True,
         )
+        cpu[n] = meter.cpu / n
+    if len(cpu) > 1:
+        small, large = min(cpu), max(cpu)
+        print(
+            f"record + replay, CPU a candidate at {large:,} against {small:,}: "
+            f"{cpu[large] / cpu[small]:.2f}x  ({load()})",
+            flush=True,
+        )
 
 
 def instant(case, context):
@@ -409,17 +420,20 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=1000)
     parser.add_argument("--live", default="1000,50000")
     parser.add_argument("--probes", type=int, default=100)
-    parser.add_argument("--replay", default="300,2400")
+    parser.add_argument(
+        "--replay", help="queue sizes (default 300,2400; 1000,10000 with DATABASE_URL)"
+    )
     parser.add_argument("--per-scope", type=int, default=0, help="replay: candidates a scope")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tiny", action="store_true", help="every part at a CI size")
     args = parser.parse_args()
+    args.replay = args.replay or ("1000,10000" if os.environ.get("DATABASE_URL") else "300,2400")
     if args.tiny:
         args.candidates, args.live, args.probes, args.replay, args.repeats = (
             40,
             "60,120",
             5,
-            "12",
+            "6,12",
             1,
         )
     parts = {"startup", "record", "duplicates", "replay"} if args.part == "all" else {args.part}

@@ -21,9 +21,13 @@ app.autodiscover_tasks()
 @task_postrun.connect
 def _connections_between_tasks(sender=None, **kwargs) -> None:
     """A worker keeps its database connections from task to task (CELERY_DB_REUSE_MAX) and,
-    like Django between requests, closes one that broke or outlived CONN_MAX_AGE. Not around
-    an eager task, which runs inside its caller's transaction."""
+    like Django between requests, closes one that broke or outlived CONN_MAX_AGE (and health
+    checks it before its next statement: a round trip). Not around an eager task, which runs
+    inside its caller's transaction, nor around a task that replaces a broken connection
+    itself (`reconnects_itself`: the replay task, thousands a round)."""
     if sender is None or getattr(sender.request, "is_eager", False):
+        return
+    if getattr(sender, "reconnects_itself", False):
         return
     from django.db import close_old_connections
 

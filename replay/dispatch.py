@@ -371,20 +371,30 @@ def _close_session(job: Job, cfg: RoundConfig) -> None:
 def open_session(job: Job, round_id: int, *, status: str = ReplayStatus.RUNNING) -> str:
     """The row a remote harness or a replay task reaches this replay through; returns the
     replay's capability token, random and unguessable."""
-    token = secrets.token_urlsafe(24)
-    ReplaySession.objects.create(
-        id=job.session_id,
-        rule_id=job.rule_id,
-        case_id=job.case_id,
-        round_id=round_id,
-        kind=job.kind,
-        arm=job.arm,
-        repeat=job.repeat,
-        token=token,
-        status=status,
-        created_at=timezone.now(),
-    )
+    (token,) = open_sessions([job], round_id, status=status)
     return token
+
+
+def open_sessions(jobs: list[Job], round_id: int, *, status: str) -> list[str]:
+    """The rows of replays started together, in one statement; their tokens, in order."""
+    now = timezone.now()
+    rows = [
+        ReplaySession(
+            id=job.session_id,
+            rule_id=job.rule_id,
+            case_id=job.case_id,
+            round_id=round_id,
+            kind=job.kind,
+            arm=job.arm,
+            repeat=job.repeat,
+            token=secrets.token_urlsafe(24),
+            status=status,
+            created_at=now,
+        )
+        for job in jobs
+    ]
+    ReplaySession.objects.bulk_create(rows)
+    return [row.token for row in rows]
 
 
 def context_for(
@@ -446,10 +456,18 @@ class CeleryPool:
         self.resent = 0  # replays sent again after their lease ran out (for the summary)
 
     def submit(self, job: Job, case: ReplayCase | None = None, context=None) -> None:
-        open_session(job, self.round_id, status=ReplayStatus.QUEUED)
+        self.submit_all([job])
+
+    def submit_all(self, jobs: list[Job]) -> None:
+        """Replays sent together (the round fills every free slot at once): their rows opened
+        in one statement, then a task each."""
+        if not jobs:
+            return
+        open_sessions(jobs, self.round_id, status=ReplayStatus.QUEUED)
         now = self._clock()
-        self._flights[job.session_id] = _Sent(job, now, now)
-        self._send(job.session_id)
+        for job in jobs:
+            self._flights[job.session_id] = _Sent(job, now, now)
+            self._send(job.session_id)
 
     def busy(self) -> int:
         return len(self._flights)
@@ -485,9 +503,12 @@ class CeleryPool:
             self._signalled.append(popped[1])
 
     def _from_signals(self) -> list[RunResult]:
-        if self._redis is None:
-            return []
+        """The results a wait popped, with the rest of the list. The list is read only after
+        a pop found it not empty: a signal that arrived meanwhile makes the next pop return
+        at once, so an empty read before each wait would be a round trip for nothing."""
         messages, self._signalled = self._signalled, []
+        if not messages:
+            return []
         try:
             messages += self._redis.lpop(self._key, 64) or []
         except Exception:
@@ -608,7 +629,13 @@ def _worker_name() -> str:
 def _claim(session_id: str) -> tuple | None:
     """Take a replay, and read what it is, in one statement: a queued one, or one whose lease
     ran out (its worker died and the broker handed the task on). Counts the attempt and
-    takes the lease. None if another delivery of the task holds it, or it is done."""
+    takes the lease. None if another delivery of the task holds it, or it is done. The
+    task's first statement: it is what finds a connection that broke since the last task
+    (`replay_task` skips the health check that cost every task a round trip)."""
+    return _on_a_fresh_connection_once(session_id, "claiming", lambda: _claim_once(session_id))
+
+
+def _claim_once(session_id: str) -> tuple | None:
     table = ReplaySession._meta.db_table
     now = timezone.now()
     with connection.cursor() as cursor:
@@ -630,41 +657,48 @@ def _claim(session_id: str) -> tuple | None:
         return cursor.fetchone()
 
 
-class Heartbeat:
-    """Pushes a claimed replay's lease out every HEARTBEAT_S while its harness runs, from a
-    thread of its own (with its own database connection). A lease found taken over (the
-    round gave up on this attempt) stops the heartbeat; the result will not be stored."""
+def _beat(session_id: str, attempt: int) -> bool:
+    """Push a claimed replay's lease out; False when this attempt no longer holds it (the
+    round gave up on it and sent it again): its result will not be stored."""
+    try:
+        return bool(
+            ReplaySession.objects.filter(
+                pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
+            ).update(lease_expires_at=timezone.now() + timedelta(seconds=LEASE_S))
+        )
+    except DatabaseError:
+        if connection.in_atomic_block:
+            raise
+        logger.warning("replay %s: heartbeat failed; retrying", session_id)
+        connection.close()  # the next beat, or the store, opens a fresh one
+        return True
 
-    def __init__(self, session_id: str, attempt: int):
-        self.session_id, self.attempt = session_id, attempt
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="replay-lease", daemon=True)
 
-    def __enter__(self) -> "Heartbeat":
-        self._thread.start()
-        return self
+def _waited_out(pool: ThreadPool, session_id: str, attempt: int) -> RunResult:
+    """The replay's result, its lease pushed out every HEARTBEAT_S while its harness runs
+    (docs/semantics.md#s18-lease). The task's own thread beats between its waits: a replay
+    shorter than a period writes no heartbeat and starts no thread for one."""
+    held = True
+    while not (results := pool.wait(at_most=HEARTBEAT_S)):
+        held = held and _beat(session_id, attempt)
+    (result,) = results
+    return result
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=HEARTBEAT_S + 5)
 
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(HEARTBEAT_S):
-                try:
-                    held = ReplaySession.objects.filter(
-                        pk=self.session_id, status=ReplayStatus.RUNNING, attempts=self.attempt
-                    ).update(lease_expires_at=timezone.now() + timedelta(seconds=LEASE_S))
-                except DatabaseError:
-                    logger.warning("replay %s: heartbeat failed; retrying", self.session_id)
-                    connection.close()  # this thread's: the next beat opens a fresh one
-                    continue
-                if not held:
-                    self.lost.set()
-                    return
-        finally:
-            connections.close_all()
+_workers = threading.local()
+
+
+def _worker_pool(cfg: RoundConfig) -> ThreadPool:
+    """The one replay thread of this worker thread, reused from task to task (a thread started
+    per replay cost more than the bookkeeping around it); a fresh one for a new configuration.
+    A harness that overruns is abandoned as in a round (`ThreadPool`), its slot refilled."""
+    held = getattr(_workers, "pool", None)
+    if held is not None and held.cfg == cfg:
+        return held
+    if held is not None:
+        held.close()
+    _workers.pool = ThreadPool(cfg, slots=1)
+    return _workers.pool
 
 
 def _json_safe(stored: dict) -> dict:
@@ -679,26 +713,38 @@ def _json_safe(stored: dict) -> dict:
 
 def _store(session_id: str, attempt: int, stored: dict) -> bool:
     """Keep the result, if this attempt still holds the replay (a conditional UPDATE: the
-    fence). A connection that broke meanwhile is replaced, once."""
-    for last in (False, True):
-        try:
-            return (
-                ReplaySession.objects.filter(
-                    pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
-                ).update(
-                    status=ReplayStatus.DONE,
-                    result=stored,
-                    finished_at=timezone.now(),
-                    lease_expires_at=None,
-                )
-                == 1
+    fence)."""
+    held = ReplaySession.objects.filter(
+        pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
+    )
+    return _on_a_fresh_connection_once(
+        session_id,
+        "storing",
+        lambda: (
+            held.update(
+                status=ReplayStatus.DONE,
+                result=stored,
+                finished_at=timezone.now(),
+                lease_expires_at=None,
             )
-        except (OperationalError, InterfaceError):
-            if last or connection.in_atomic_block:
-                raise
-            logger.warning("replay %s: storing failed; on a fresh connection", session_id)
-            connection.close()
-    return False
+            == 1
+        ),
+    )
+
+
+def _on_a_fresh_connection_once(session_id: str, doing: str, statement: Callable[[], Any]) -> Any:
+    """A replay task's statement; if its connection broke meanwhile (the database restarted,
+    the backend was terminated), once more on a fresh one. A claim whose answer was lost
+    with its connection finds the replay claimed: its lease runs out and the round sends it
+    again, as for a worker that died."""
+    try:
+        return statement()
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block:
+            raise
+        logger.warning("replay %s: %s failed; on a fresh connection", session_id, doing)
+        connection.close()
+    return statement()
 
 
 def run_stored(session_id: str) -> bool:
@@ -709,20 +755,15 @@ def run_stored(session_id: str) -> bool:
     if claimed is None:
         return False
     rule_id, case_id, kind, arm, repeat, round_id, token, attempt = claimed
-    with Heartbeat(session_id, attempt):
-        rule = _rule_of_round(rule_id, round_id)
-        cfg = RoundConfig.from_settings()
-        job = Job(rule_id, case_id, kind, arm, repeat, session_id)
-        context = context_for(
-            job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
-        )
-        pool = ThreadPool(cfg, slots=1)
-        try:
-            trajectory = _case_of_round(case_id, round_id)
-            pool.submit(job, cases.replay_case(trajectory, kind, rule), context)
-            (result,) = pool.wait()
-        finally:
-            pool.close()
+    rule = _rule_of_round(rule_id, round_id)
+    cfg = RoundConfig.from_settings()
+    job = Job(rule_id, case_id, kind, arm, repeat, session_id)
+    context = context_for(
+        job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
+    )
+    pool = _worker_pool(cfg)
+    pool.submit(job, cases.replay_case(_case_of_round(case_id, round_id), kind, rule), context)
+    result = _waited_out(pool, session_id, attempt)
     stored = asdict(result)
     del stored["job"]
     stored = _json_safe(stored)

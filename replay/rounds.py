@@ -395,6 +395,9 @@ class Round:
     # --- dispatch, in queue order (semantics §9.2, §18) -----------------------------------------
 
     def dispatch(self) -> None:
+        if isinstance(self.pool, CeleryPool):
+            self.send()
+            return
         while self.pool.free() > 0 and (job := self.next_job()) is not None:
             self.submit(job)
             if self.pool.queues_ahead:
@@ -417,11 +420,16 @@ class Round:
                 return self.todo[rule_id].popleft()
         return None
 
+    def send(self) -> None:
+        """Celery: a replay for every free slot, sent together (their rows in one statement)."""
+        jobs: list[Job] = []
+        while self.pool.free() > len(jobs) and (job := self.next_job()) is not None:
+            jobs.append(job)
+        self.summary["replays"] += len(jobs)
+        self.pool.submit_all(jobs)
+
     def submit(self, job: Job) -> None:
         self.summary["replays"] += 1
-        if isinstance(self.pool, CeleryPool):
-            self.pool.submit(job)
-            return
         rule, trajectory = self.rules[job.rule_id], self.cases_of[job.rule_id][job.case_id]
         token = open_session(job, self.row.pk) if self.cfg.remote else ""
         context = context_for(job, actives=self.actives, rule=rule, cfg=self.cfg, token=token)
@@ -577,7 +585,7 @@ class Round:
                 for r in self.waiting
                 if self.rules[r].replay_attempts < self.cfg.max_attempts
             )
-            chunk = [rule, *islice(ahead, SELECT_AHEAD - 1)]
+            chunk = [rule, *islice(ahead, _select_ahead() - 1)]
             found = cases.failing_cases(
                 chunk, limit=self.cfg.max_failing, counts=self.atoms, registry=self.registry
             )
@@ -732,6 +740,13 @@ def _collector_spared() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+def _select_ahead() -> int:
+    """Candidates a selection is made for. SQLite selects with a statement per candidate, in
+    process: selecting ahead saves nothing there, and what a selection gone stale held for
+    the next candidates was selected for nothing (most of it, with slow replays)."""
+    return SELECT_AHEAD if connection.vendor == "postgresql" else 1
 
 
 def _still_candidate(rule_id: str) -> bool:

@@ -21,9 +21,15 @@ def round_run_task(*, kicked_by: str = "") -> int | None:
 
 # Acknowledged when it ends, and handed back to the broker if its worker dies: a delivery
 # of a replay that is done, or whose lease another attempt holds, claims nothing and ends
-# (docs/semantics.md#s18-lease), so a redelivery is harmless.
+# (docs/semantics.md#s18-lease), so a redelivery is harmless. Its claim and its store each
+# try once more on a fresh connection, so it skips the health check between tasks (a round
+# trip before every replay; cauterweb/celery.py).
 @shared_task(
-    name="replay.tasks.replay_task", ignore_result=True, acks_late=True, reject_on_worker_lost=True
+    name="replay.tasks.replay_task",
+    ignore_result=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    reconnects_itself=True,
 )
 def replay_task(*, session_id: str) -> bool:
     """One replay of a round, on whichever worker is free; its result goes to its row."""

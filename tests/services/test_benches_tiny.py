@@ -177,6 +177,16 @@ def test_the_journal_bench_pages_filters_and_exports_on_a_tiny_seed(bench_databa
 
 
 @pytest.mark.postgres
+def test_the_scale_bench_replays_on_postgresql_at_a_tiny_size(bench_database):
+    env = bench_database("bench_scale", create=True)
+    out = bench(
+        "bench_scale.py", "--part", "replay", "--replay", "6,12", "--per-scope", "6", env=env
+    )
+    assert "record + replay to standstill, 12 candidates in 2 scopes" in out, out
+    assert "record + replay, CPU a candidate at 12 against 6: " in out, out
+
+
+@pytest.mark.postgres
 def test_the_engine_bench_runs_its_rounds_and_threads_at_a_tiny_size(bench_database):
     env = bench_database("bench_engine", create=True)
     out = bench("bench_engine.py", "4", "--only", "rounds", env=env)

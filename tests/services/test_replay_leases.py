@@ -4,6 +4,7 @@ inconclusive replay with its reason; a replay whose worker stopped heartbeating 
 and counts once; the attempt that lost its lease stores nothing."""
 
 import math
+import time
 from datetime import timedelta
 
 import pytest
@@ -208,3 +209,122 @@ def test_a_replay_left_queued_is_sent_again_a_duplicate_claims_nothing():
     assert pool.wait(at_most=0) == [] and sent == [SID, SID]
     clock.now += 1.0 + dispatch.ROWS_EVERY_S
     assert pool.wait(at_most=0) == [] and sent == [SID, SID]  # backs off
+
+
+def slow(case, context):
+    time.sleep(0.3)
+    return instant(case, context)
+
+
+def clear_worker_caches() -> None:
+    for cached in (dispatch._actives_of_round, dispatch._rule_of_round, dispatch._case_of_round):
+        cached.cache_clear()
+
+
+@pytest.fixture
+def signals_dropped():
+    """A replay task signals round 1's list on Redis: emptied after the test, so that no other
+    test collects these results."""
+    yield
+    redis = dispatch._results_redis()
+    if redis is not None:
+        redis.delete(dispatch.results_key(1))
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
+def test_a_replay_tasks_bookkeeping_is_a_few_statements(settings, django_assert_max_num_queries):
+    # A worker reads a round's active rules, a candidate and a case once: a replay is then a
+    # claim (which reads what the replay is) and a fenced store, whatever the harness.
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:instant"
+    clear_worker_caches()
+    corpus(failing("F-1"))
+    rule("R-1")
+    again = Job("R-1", "F-1", "failing", TREATMENT, 1, f"{SID}:1")
+    dispatch.open_sessions([job(), again], 1, status="queued")
+    with django_assert_max_num_queries(5):  # claim, active rules, candidate, case, store
+        assert dispatch.run_stored(SID) is True
+    with django_assert_max_num_queries(2):  # claim, store
+        assert dispatch.run_stored(again.session_id) is True
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
+def test_a_replay_beats_its_lease_only_once_it_outlives_a_period(settings, monkeypatch):
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:slow"
+    clear_worker_caches()
+    corpus(failing("F-1"))
+    rule("R-1")
+    beats = []
+    real = dispatch._beat
+    monkeypatch.setattr(dispatch, "_beat", lambda *a: beats.append(real(*a)) or beats[-1])
+    dispatch.open_session(job(), 1, status="queued")
+    monkeypatch.setattr(dispatch, "HEARTBEAT_S", 1.0)  # longer than the replay: no beat
+    assert dispatch.run_stored(SID) is True and beats == []
+    ReplaySession.objects.update(status="queued", result=None, lease_expires_at=None)
+    monkeypatch.setattr(dispatch, "HEARTBEAT_S", 0.05)
+    assert dispatch.run_stored(SID) is True
+    assert len(beats) >= 2 and all(beats)
+    assert ReplaySession.objects.get().result["metrics"] == {"task_completion": 0.9}
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
+def test_an_attempt_that_lost_its_lease_stops_beating_and_stores_nothing(settings, monkeypatch):
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:slow"
+    clear_worker_caches()
+    corpus(failing("F-1"))
+    rule("R-1")
+    beats = []
+
+    def taken_over_then_beat(session_id, attempt):
+        # Meanwhile the round sent it again and another worker claimed it.
+        ReplaySession.objects.update(attempts=attempt + 1)
+        beats.append(dispatch_beat(session_id, attempt))
+        return beats[-1]
+
+    dispatch_beat = dispatch._beat
+    monkeypatch.setattr(dispatch, "_beat", taken_over_then_beat)
+    monkeypatch.setattr(dispatch, "HEARTBEAT_S", 0.05)
+    dispatch.open_session(job(), 1, status="queued")
+    assert dispatch.run_stored(SID) is False
+    assert beats == [False]  # not pushed again once lost
+    row = ReplaySession.objects.get()
+    assert (row.status, row.result) == ("running", None)
+
+
+def test_a_replay_tasks_statement_is_tried_once_more_on_a_fresh_connection(monkeypatch):
+    # What the health check between tasks did, for the replay task, without a round trip.
+    from django.db import OperationalError
+
+    tried, closed = [], []
+    monkeypatch.setattr(dispatch.connection, "close", lambda: closed.append(True))
+
+    def claim():
+        tried.append(True)
+        if len(tried) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return ("R-1",)
+
+    assert dispatch._on_a_fresh_connection_once(SID, "claiming", claim) == ("R-1",)
+    assert (len(tried), closed) == (2, [True])
+
+    def broken():
+        raise OperationalError("the database is down")
+
+    with pytest.raises(OperationalError):  # twice: the task fails, its lease runs out
+        dispatch._on_a_fresh_connection_once(SID, "claiming", broken)
+
+
+def test_only_tasks_that_reconnect_themselves_skip_the_check_between_tasks(monkeypatch):
+    import django.db
+
+    from cauterweb.celery import _connections_between_tasks
+    from replay.tasks import replay_task, round_run_task
+
+    checked = []
+    monkeypatch.setattr(django.db, "close_old_connections", lambda: checked.append(True))
+    _connections_between_tasks(sender=replay_task)
+    assert checked == []
+    _connections_between_tasks(sender=round_run_task)
+    assert checked == [True]

@@ -158,6 +158,20 @@ def test_a_replay_task_claims_its_replay_once_and_stores_its_result(settings):
 
 
 @pytest.mark.django_db
+def test_replays_sent_together_open_their_rows_in_one_statement(django_assert_num_queries):
+    rule("R-1")
+    sent = []
+    pool = CeleryPool(config(None, concurrency=8), 1, send=sent.append)
+    jobs = [job(f"F-{i}") for i in range(8)]
+    with django_assert_num_queries(1):
+        pool.submit_all(jobs)
+    assert sent == [j.session_id for j in jobs] and pool.free() == 0
+    rows = ReplaySession.objects.order_by("id")
+    assert [(r.status, r.round_id) for r in rows] == [("queued", 1)] * 8
+    assert len({r.token for r in rows}) == 8  # each its own capability
+
+
+@pytest.mark.django_db
 def test_a_result_whose_signal_was_lost_is_read_from_its_row():
     rule("R-1")
     pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
@@ -185,3 +199,36 @@ def test_a_result_signalled_on_the_rounds_list_is_collected_before_its_row_says_
         pool.close()
     assert (done.job.case_id, done.metrics) == ("F-1", {"task_completion": 1.0})
     assert ReplaySession.objects.get().result is None  # it came through Redis, not the row
+
+
+class SignalsList:
+    """The round's Redis list, recording the calls the round makes."""
+
+    def __init__(self, *messages: str):
+        self.messages, self.calls = list(messages), []
+
+    def blpop(self, keys, timeout):
+        self.calls.append("blpop")
+        return (keys[0], self.messages.pop(0)) if self.messages else None
+
+    def lpop(self, key, count):
+        self.calls.append("lpop")
+        popped, self.messages = self.messages[:count], self.messages[count:]
+        return popped
+
+
+@pytest.mark.django_db
+def test_a_wait_reads_the_signals_list_only_after_a_pop_found_it_not_empty():
+    import json
+
+    rule("R-1")
+    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
+    pool.submit_all([job("F-1"), job("F-2")])
+    pool._polled_at = float("inf")  # the rows are not read in this test
+    done = [
+        json.dumps({"id": f"replay:1:R-1:{c}", "result": {"metrics": {"task_completion": 1.0}}})
+        for c in ("F-1", "F-2")
+    ]
+    pool._redis = SignalsList(*done)
+    assert sorted(r.job.case_id for r in pool.wait(at_most=5.0)) == ["F-1", "F-2"]
+    assert pool._redis.calls == ["blpop", "lpop"]  # no empty read before the pop

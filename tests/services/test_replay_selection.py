@@ -98,6 +98,39 @@ def test_a_chunk_is_one_statement_however_many_candidates():
 
 
 @pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's statement per rule")
+def test_a_selection_on_sqlite_starts_from_the_rare_atoms_postings_not_every_failure():
+    # Walking every replayable failure made a selection grow with the corpus.
+    corpus()
+    (rule,) = [r for r in rules() if r.id == "R-rare-pair"]
+    plans = []
+    real = connection.cursor
+
+    def explained():
+        cursor = real()
+        execute = cursor.execute
+
+        def explain(sql, params=None):
+            if sql.startswith("WITH rare"):
+                execute("EXPLAIN QUERY PLAN " + sql, params)
+                plans.append([row[-1] for row in cursor.fetchall()])
+            return execute(sql, params)
+
+        cursor.execute = explain
+        return cursor
+
+    connection.cursor = explained
+    try:
+        counts = cases.atom_counts([rule])
+        cases.failing_cases([rule], limit=3, counts=counts, registry=load_registry())
+    finally:
+        del connection.cursor
+    (plan,) = plans
+    assert "lifecycle_trajectoryatom" in plan[0] and "(atom=?)" in plan[0], plan
+    assert not any("SCAN" in step for step in plan), plan
+
+
+@pytest.mark.django_db
 def test_a_rule_retired_before_the_statement_selects_nothing_the_others_keep_theirs():
     corpus()
     chunk = rules()

@@ -94,6 +94,8 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
     from replay import rounds
 
     monkeypatch.setattr(rounds, "SELECTION_FRESH_S", fresh_s)
+    # A chunk of the queue, as PostgreSQL selects (SQLite selects for each candidate alone).
+    monkeypatch.setattr(rounds, "_select_ahead", lambda: rounds.SELECT_AHEAD)
     corpus(failing("F-1"))
     rule("R-1")
     rule("R-2", directive="another directive")
@@ -111,6 +113,27 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
     assert [e.type for e in events("R-2") if e.round_id == vround.pk] == []
     assert vround.summary["skipped"] == 1
     assert expected == CALLS
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite selects per candidate")
+def test_on_sqlite_each_candidate_selects_when_reached_never_from_a_stale_chunk(
+    registry_seeded, monkeypatch
+):
+    from replay import rounds
+
+    monkeypatch.setattr(rounds, "SELECTION_FRESH_S", 60.0)
+    corpus(failing("F-1"))
+    rule("R-1")
+    rule("R-2", directive="another directive")
+
+    def reviewer_retires_r2(case, context):
+        if case.rule["id"] == "R-1":
+            rule_retire_by_reviewer(rule_id="R-2", actor=Actor.reviewer("rita"), reason="wrong")
+        return read_and_return(task_completion=0.9)(case, context)
+
+    SCRIPT["F-1"] = reviewer_retires_r2
+    assert round_run().summary["skipped"] == 1
+    assert CALLS == ["F-1"]  # R-2 was retired before it was reached: never replayed
 
 
 def test_trial_evidence_arriving_during_a_replay_survives_the_verdict(
@@ -222,6 +245,8 @@ def test_a_failing_case_recorded_during_a_replay_is_replayed_once_a_selection_se
 
     if fresh_s is not None:
         monkeypatch.setattr(rounds, "SELECTION_FRESH_S", fresh_s)
+    # A chunk of the queue, as PostgreSQL selects (SQLite selects for each candidate alone).
+    monkeypatch.setattr(rounds, "_select_ahead", lambda: rounds.SELECT_AHEAD)
     corpus(failing("F-1", minutes=1))
     rule("R-0")
     rule("R-1", directive="another directive")

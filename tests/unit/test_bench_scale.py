@@ -26,3 +26,4 @@ def test_the_scale_bench_runs_every_part_at_a_tiny_size():
     assert "record 40 candidates + 5 reports + standstill" in out
     assert "duplicate check, 60 live rules" in out and "duplicate check, 120 live rules" in out
     assert "record + replay to standstill, 12 candidates in 50 scopes" in out
+    assert "record + replay, CPU a candidate at 12 against 6: " in out

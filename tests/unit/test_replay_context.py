@@ -86,3 +86,27 @@ def test_the_rule_tool_shows_the_baseline_and_the_candidate_in_the_treatment_arm
     assert [r["id"] for r in treatment("git", "error:non_fast_forward")] == ["A-1", "C-1"]
     assert [r["id"] for r in treatment(None, None)] == ["A-1", "A-2", "A-9", "C-1"]
     assert [r["id"] for r in treatment("deploy", None)] == ["A-9"]
+
+
+def test_a_read_is_narrowed_once_a_round_and_what_a_harness_changes_stays_its_own(monkeypatch):
+    import replay.cases
+
+    actives = Actives.of(
+        [
+            rule("A-1", state="active", signature=["error:non_fast_forward"]),
+            rule("A-2", state="active", signature=["action:git.pull"]),
+        ]
+    )
+    narrowed = []
+    real = replay.cases.narrow_active
+    monkeypatch.setattr(replay.cases, "narrow_active", lambda *a: narrowed.append(a[1]) or real(*a))
+    tools = [rule_tool(actives, rule(f"C-{i}", state="candidate"), arm=TREATMENT) for i in (1, 2)]
+    first = tools[0]("git", "error:non_fast_forward")
+    assert [r["id"] for r in first] == ["A-1", "C-1"]
+    first[0]["signature"].append("error:made_up")
+    first[0]["directive"] = "changed by the harness"
+    second = tools[1]("git", "error:non_fast_forward")
+    assert [r["id"] for r in second] == ["A-1", "C-2"]
+    assert second[0]["signature"] == ["error:non_fast_forward"]
+    assert second[0]["directive"] == "do A-1"
+    assert narrowed == ["error:non_fast_forward"]  # the second candidate's read: no narrowing
