@@ -2,40 +2,15 @@
 dashboard session for reads. No role can promote: promotion has no endpoint at all (semantics §3).
 """
 
-from datetime import timedelta
-
-from django.utils import timezone
 from ninja.security import HttpBearer, django_auth
 
 from lifecycle.models import ApiToken, TokenRole
-from lifecycle.services.tokens import hash_key, live_token_cached, live_token_remember
+from lifecycle.services.tokens import token_for_key
 from lifecycle.states import Actor
-
-# Writing last_used_at on every request would turn each read into a write; a minute is plenty
-# to tell a live token from a dead one.
-LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 class Forbidden(Exception):
     """Authenticated, but this role may not do this (HTTP 403)."""
-
-
-def token_for_key(key: str) -> ApiToken | None:
-    """The live token with this clear key, or None (unknown or revoked). A token found within
-    the last `CAUTERWEB_TOKEN_CACHE_SECONDS` is not read again (`tokens.live_token_cached`)."""
-    key_hash, now = hash_key(key), timezone.now()
-    token = live_token_cached(key_hash)
-    if token is None:
-        token = ApiToken.objects.filter(key_hash=key_hash, revoked_at__isnull=True).first()
-        if token is None:
-            return None
-        live_token_remember(token)
-    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
-        # The cache holds a copy: without this, every request until it expires wrote again.
-        live_token_remember(token)
-    return token
 
 
 class TokenAuth(HttpBearer):
