@@ -8,7 +8,6 @@ from typing import Any
 from django.conf import settings
 
 from . import engine
-from .backends.http import HttpBackend
 from .backends.python import load_callable
 
 PAIRED = "paired"
@@ -75,6 +74,8 @@ def load_backend(setting: str) -> Any:
     if not setting:
         return None
     if setting.startswith(("http://", "https://")):
+        from .backends.http import HttpBackend  # and requests, only for a remote harness
+
         return HttpBackend(setting)
     return _python_backend(setting)
 

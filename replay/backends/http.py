@@ -24,6 +24,7 @@ import threading
 import time
 from collections import OrderedDict
 
+import requests
 from django.conf import settings
 
 from .python import ReplayCase, ReplayContext
@@ -136,8 +137,6 @@ class HttpBackend:
         # The engine enforces the timeouts of §9.3 around this call; the socket timeout only
         # keeps an abandoned request from holding its thread forever.
         longest = settings.CAUTERWEB_REPLAY_ENV_WAIT_TIMEOUT_S + settings.CAUTERWEB_REPLAY_TIMEOUT_S
-        import requests  # with the first replay: a round with nothing to replay never loads it
-
         response = requests.post(
             self.url,
             data=body,
