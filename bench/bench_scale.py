@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections import Counter
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from synthetic import T0, Meter, corpus_lines  # noqa: E402  (bench/ is the script's own folder)
@@ -198,7 +199,7 @@ def bench_startup(var_dir: str, repeats: int, baseline: str) -> None:
         seen = {name: [] for name in trees}
         for _ in range(repeats):
             for name, tree in trees.items():
-                seen[name].append(timed(lambda run=run, tree=tree, name=name: run(tree, envs[name])))
+                seen[name].append(timed(partial(run, tree, envs[name])))
         for name, figures in seen.items():
             walls, cpus = zip(*figures, strict=True)
             print(
