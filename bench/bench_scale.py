@@ -2,13 +2,16 @@
 
     .venv/bin/python bench/bench_scale.py [--part startup|record|duplicates|replay|all]
         [--candidates 1000] [--live 1000,50000] [--replay 300,2400] [--tiny]
+        [--repeats 7] [--baseline DIR]
 
 On the embedded default (a fresh SQLite file in a temporary directory, tasks in-process) unless
 DATABASE_URL is set, in which case that database is wiped and reused: never point it at real
 data. Each figure is printed with the load average: the machine is shared.
 
-- startup: wall and CPU time of `manage.py help` and `manage.py check` (fresh processes,
-  median of three);
+- startup: wall and CPU time of `manage.py help`, `check`, `help validate`, `validate` with
+  nothing to do, and the MCP stdio server until it answers `initialize` (fresh processes,
+  median and range of seven; `--baseline DIR` runs the code checked out in DIR alternately,
+  so both see the same load);
 - record: N candidates recorded from one file (their duplicate checks and extraction scores
   included, as the embedded default runs them), 5 reports read them, then rounds to standstill,
   with `CAUTERWEB_TRIAL_DESIGN=baseline` and no replay backend (forward trials decide): the
@@ -33,6 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from synthetic import T0, Meter, corpus_lines  # noqa: E402  (bench/ is the script's own folder)
@@ -111,35 +115,104 @@ def texts() -> list[dict]:
 
 # ---- startup ------------------------------------------------------------------------------
 
+# A command run against a prepared database: `help` and `check` need none; `validate` with no
+# candidate is the cost of a command that has nothing to do.
+COMMANDS = (("help",), ("check",), ("help", "validate"), ("validate",))
+MCP_HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench_scale", "version": "1"},
+    },
+}
 
-def bench_startup(var_dir: str, repeats: int) -> None:
+
+def startup_env(tree: Path, var_dir: str) -> dict:
+    """The embedded default for the code in `tree`, on a database of its own, with an agent
+    token for the MCP server."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env["CAUTERWEB_VAR_DIR"] = var_dir
-    for args in (["help"], ["check"], ["help", "validate"]):
-        walls, cpus = [], []
-        for _ in range(repeats):
-            before = os.times()
-            began = time.perf_counter()
-            subprocess.run(
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate"], cwd=tree, env=env, check=True, capture_output=True)
+    token = subprocess.run(
+        [*manage, "create_token", "bench-agent", "--role", "agent"],
+        cwd=tree,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    env["CAUTERWEB_AGENT_TOKEN"] = token.stdout.split()[0]  # the token, then a note
+    return env
+
+
+def timed(run) -> tuple[float, float]:
+    """Wall and CPU seconds of the child process `run()` starts and waits for."""
+    before = os.times()
+    began = time.perf_counter()
+    run()
+    wall = time.perf_counter() - began
+    after = os.times()
+    cpu = sum(after[2:4]) - sum(before[2:4])
+    return wall, cpu
+
+
+def first_mcp_answer(tree: Path, env: dict) -> None:
+    """The stdio MCP server an agent starts: until it answers `initialize` (then it is told
+    to stop by the end of its input)."""
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "mcp"],
+        cwd=tree,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    server.stdin.write(json.dumps(MCP_HELLO).encode() + b"\n")
+    server.stdin.flush()
+    answer = json.loads(server.stdout.readline())
+    assert answer.get("id") == 1 and "result" in answer, answer
+    server.stdin.close()
+    server.wait(timeout=30)
+
+
+def bench_startup(var_dir: str, repeats: int, baseline: str) -> None:
+    """Each command `repeats` times in fresh processes, alternating with the code in
+    `baseline` (a checkout of an older commit) when given, so both see the same load."""
+    trees = {"this": ROOT, **({"baseline": Path(baseline).resolve()} if baseline else {})}
+    envs = {name: startup_env(tree, f"{var_dir}/{name}") for name, tree in trees.items()}
+    runs = {
+        **{
+            "manage.py " + " ".join(args): lambda tree, env, args=args: subprocess.run(
                 [sys.executable, "manage.py", *args],
-                cwd=ROOT,
+                cwd=tree,
                 env=env,
                 check=True,
                 capture_output=True,
             )
-            walls.append(time.perf_counter() - began)
-            after = os.times()
-            cpus.append(
-                after.children_user
-                + after.children_system
-                - before.children_user
-                - before.children_system
+            for args in COMMANDS
+        },
+        "MCP stdio server, start to first answer": first_mcp_answer,
+    }
+    for label, run in runs.items():
+        seen = {name: [] for name in trees}
+        for _ in range(repeats):
+            for name, tree in trees.items():
+                seen[name].append(timed(partial(run, tree, envs[name])))
+        for name, figures in seen.items():
+            walls, cpus = zip(*figures, strict=True)
+            print(
+                f"{label} [{name}]: {spread(walls)} s wall, {spread(cpus)} s CPU "
+                f"(median (min–max) of {repeats})  ({load()})",
+                flush=True,
             )
-        print(
-            f"manage.py {' '.join(args)}: {statistics.median(walls):.2f} s wall, "
-            f"{statistics.median(cpus):.2f} s CPU (median of {repeats})  ({load()})",
-            flush=True,
-        )
+
+
+def spread(values) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
 # ---- record: candidates, 5 reports, standstill ----------------------------------------------
@@ -424,7 +497,10 @@ def main() -> None:
         "--replay", help="queue sizes (default 300,2400; 1000,10000 with DATABASE_URL)"
     )
     parser.add_argument("--per-scope", type=int, default=0, help="replay: candidates a scope")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7, help="startup: runs of each command")
+    parser.add_argument(
+        "--baseline", default="", help="startup: a checkout of older code, run alternately"
+    )
     parser.add_argument("--tiny", action="store_true", help="every part at a CI size")
     args = parser.parse_args()
     args.replay = args.replay or ("1000,10000" if os.environ.get("DATABASE_URL") else "300,2400")
@@ -441,7 +517,7 @@ def main() -> None:
         where = os.environ.get("DATABASE_URL", "").split("@")[-1] or "SQLite (embedded default)"
         print(f"bench_scale on {where}  ({load()})", flush=True)
         if "startup" in parts:
-            bench_startup(var_dir, args.repeats)
+            bench_startup(var_dir, args.repeats, args.baseline)
         if parts - {"startup"}:
             began = time.perf_counter()
             setup_django(var_dir)

@@ -43,9 +43,8 @@ def _import_replay_backend(**kwargs) -> None:
 
     from django.conf import settings
 
-    from replay.config import load_backend
+    from replay.config import UnimportableBackend, load_backend
 
-    try:
-        load_backend(settings.CAUTERWEB_REPLAY_BACKEND)
-    except Exception:  # each replay task reports it again, as a replay error
-        logging.getLogger(__name__).exception("the replay backend could not be imported")
+    backend = load_backend(settings.CAUTERWEB_REPLAY_BACKEND)
+    if isinstance(backend, UnimportableBackend):  # each replay ends inconclusive with it
+        logging.getLogger(__name__).error(backend.reason)

@@ -26,8 +26,8 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from cauterweb.api.protocol import token_for_key
 from lifecycle.scopes import rule_tool_read
+from lifecycle.services.tokens import token_for_key
 
 TOKEN_ENV = "CAUTERWEB_AGENT_TOKEN"
 SESSION_ENV = "CAUTERWEB_SESSION_ID"

@@ -2,12 +2,12 @@
 passed down as plain data, so every part of the round sees the same values."""
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from django.conf import settings
 
 from . import engine
-from .backends.http import HttpBackend
 from .backends.python import load_callable
 
 PAIRED = "paired"
@@ -68,9 +68,41 @@ class RoundConfig:
 
 
 def load_backend(setting: str) -> Any:
-    """The configured replay backend (semantics §14), or None: forward trials only."""
+    """The configured replay backend (semantics §14), or None: forward trials only. A Python
+    backend that cannot be imported is an `UnimportableBackend`: the round runs and each of
+    its replays ends at once, `inconclusive` with the import's error as its reason."""
     if not setting:
         return None
     if setting.startswith(("http://", "https://")):
+        from .backends.http import HttpBackend  # and requests, only for a remote harness
+
         return HttpBackend(setting)
-    return load_callable(setting)
+    return _python_backend(setting)
+
+
+@cache
+def _python_backend(setting: str) -> Any:
+    # Settings checked the path's form at start-up, not that it imports: a worker deployed
+    # without the harness's package, or a harness whose own import fails, is found here. The
+    # failure is kept like a success, so a module that fails late in its import is not run
+    # again by every replay.
+    try:
+        return load_callable(setting)
+    except Exception as exc:
+        return UnimportableBackend(setting, exc)
+
+
+class BackendUnavailable(Exception):
+    """The replay backend could not be imported in this process."""
+
+
+class UnimportableBackend:
+    """Stands for a backend whose import failed: each call raises, at once, the reason."""
+
+    def __init__(self, setting: str, exc: Exception):
+        self.reason = (
+            f"the replay backend {setting} could not be imported: {type(exc).__name__}: {exc}"
+        )
+
+    def __call__(self, case, context):
+        raise BackendUnavailable(self.reason)

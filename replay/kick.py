@@ -10,6 +10,8 @@ import logging
 import threading
 import time
 
+from . import engine
+
 logger = logging.getLogger(__name__)
 
 # After a kick failed, this process does not try the broker again for this long: a hung broker
@@ -75,23 +77,79 @@ def _journal_kick_failure(reason: str, exc: Exception) -> None:
 def kick_after_holder() -> bool:
     """A kick that found the round lock held: kick again in half a lock period, so a round
     starts within seconds of its holder's death (its lock expires unrenewed) and work
-    recorded during a round is not left for the periodic schedule. At most one follow-up
-    waits at a time (a Redis key that lives a little less than the delay), so the kicks of a
-    busy intake do not multiply; a healthy holder costs one no-op task per period. Never
-    raises; True if a follow-up was queued."""
+    recorded during a round is not left for the periodic schedule. Only with the lock in
+    Redis, whose key keeps the kicks of a busy intake from multiplying; a healthy holder
+    costs one no-op task per period. Never raises; True if a follow-up was queued."""
     from celery import current_app
+    from django.conf import settings
+
+    if current_app.conf.task_always_eager or not settings.CAUTERWEB_LOCK_URL.startswith("redis"):
+        return False
+    return _follow_up("follow-up")
+
+
+def kick_after_round(vround, *, took_over: bool) -> bool:
+    """A round that ended with work a further round can do now (`engine.follow_up`) queues
+    one, on commit; the round being single-flight, that is one kick per round at most, and
+    none while another follow-up waits. Never raises; True if one was asked for."""
+    from celery import current_app
+    from django.db import transaction
+
+    # Eager (the embedded default), a kick would run the round inside this one's caller;
+    # there `validate --until-settled` and the next request's kick go on.
+    if current_app.conf.task_always_eager:
+        return False
+    try:
+        why = engine.follow_up(
+            took_over=took_over, arrived=_arrived(vround.queue), deferred=_deferred(vround)
+        )
+    except Exception:
+        logger.exception("could not tell whether round %s needs a follow-up", vround.pk)
+        return False
+    if why is None:
+        return False
+    transaction.on_commit(lambda: _follow_up(f"follow-up: {why}"))
+    return True
+
+
+def _arrived(queue: list[str]) -> int:
+    """Candidates not in the round's queue: recorded while it ran."""
+    from lifecycle.models import Rule, RuleState
+
+    queued = set(queue)
+    live = Rule.objects.filter(state=RuleState.CANDIDATE).values_list("pk", flat=True)
+    return sum(pk not in queued for pk in live.iterator())
+
+
+def _deferred(vround) -> int:
+    """After a round out of budget: candidates a replay could still decide."""
+    from django.conf import settings
+
+    from lifecycle.models import Rule, RuleState
+
+    if not (vround.replay_wired and vround.summary.get("budget_exhausted")):
+        return 0
+    return Rule.objects.filter(
+        state=RuleState.CANDIDATE, replay_attempts__lt=settings.CAUTERWEB_MAX_REPLAY_ATTEMPTS
+    ).count()
+
+
+def _follow_up(kicked_by: str) -> bool:
+    """One round in half a lock period. With the lock in Redis at most one such kick waits at
+    a time (a key that lives a little less than the delay)."""
     from django.conf import settings
 
     from . import lock
 
     url = settings.CAUTERWEB_LOCK_URL
-    if current_app.conf.task_always_eager or not url.startswith("redis"):
-        return False
     delay = lock.lock_ttl_s() / 2
     try:
-        if not lock.redis_client(url).set(FOLLOW_UP_KEY, 1, nx=True, px=int(delay * 900)):
+        waiting = url.startswith("redis") and not lock.redis_client(url).set(
+            FOLLOW_UP_KEY, 1, nx=True, px=int(delay * 900)
+        )
+        if waiting:
             return False
-        _round_task().apply_async(kwargs={"kicked_by": "follow-up"}, countdown=delay)
+        _round_task().apply_async(kwargs={"kicked_by": kicked_by[:64]}, countdown=delay)
     except Exception as exc:
         logger.warning("could not queue a follow-up round (%s); beat will kick one", exc)
         return False

@@ -37,6 +37,7 @@ from . import cases, engine, lock
 from .config import RoundConfig
 from .designs import CandidateRun, CaseSpec, SharedControls
 from .dispatch import CeleryPool, Job, RunResult, ThreadPool, context_for, open_session
+from .kick import kick_after_round
 from .models import ReplaySample, ReplaySession, ReplayStatus, RoundStatus, ValidationRound
 from .trials import sessions_needed, trial_counts, trial_of
 from .verdicts import ENGINE, Outcome, Writer, verdicts_write
@@ -79,10 +80,12 @@ def round_run(
     threaded = connection.vendor != "sqlite" and not connection.in_atomic_block
     lease = lock.Lease(holder, fence, threaded=threaded).start()
     try:
-        rounds_reap(now=timezone.now())
-        return _round(
+        took_over = bool(rounds_reap(now=timezone.now()))
+        vround = _round(
             lease=lease, kicked_by=kicked_by, now=now or timezone.now(), on_progress=on_progress
         )
+        kick_after_round(vround, took_over=took_over)
+        return vround
     finally:
         lease.stop()
         try:

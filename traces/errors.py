@@ -10,6 +10,7 @@ rejected push. Texts no rule covers fall through to the template miner (`templat
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from http import HTTPStatus
 
 _I = re.IGNORECASE
@@ -378,7 +379,9 @@ SCREENED = (
 )
 
 
+@cache
 def _screen():
+    """Built by the first text screened, not by every process that imports the readers."""
     import re2
 
     screen = re2.Set.SearchSet(re2.Options())
@@ -388,10 +391,7 @@ def _screen():
     return screen
 
 
-_SCREEN = _screen()
-
-
 def candidates(text: str) -> frozenset[str]:
     """The names of the patterns (`SCREENED`) that may match `text`: a superset of those that
     do, found in one pass."""
-    return frozenset(SCREENED[i][0] for i in _SCREEN.Match(text) or ())
+    return frozenset(SCREENED[i][0] for i in _screen().Match(text) or ())

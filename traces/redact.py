@@ -15,6 +15,7 @@ Pure: no Django.
 """
 
 import re
+from functools import cache
 
 import re2
 
@@ -115,7 +116,11 @@ def _re2_text(rule: _Rule) -> str:
     return ("(?i)" if rule.pattern.flags & re.IGNORECASE else "") + pattern
 
 
+@cache
 def _screen():
+    """One linear pass over a text says which rules may match it (a superset, as in
+    `errors.candidates`): most of what a log holds is searched once, not once per rule. Built
+    by the first text redacted, not by every process that imports the readers."""
     screen = re2.Set.SearchSet(re2.Options())
     for rule in RULES:
         screen.Add(_re2_text(rule))
@@ -123,16 +128,11 @@ def _screen():
     return screen
 
 
-# One linear pass over a text says which rules may match it (a superset, as in
-# `errors.candidates`): most of what a log holds is searched once, not once per rule.
-_SCREEN = _screen()
-
-
 def redact(text: str) -> str:
     """The text with every secret a rule recognises replaced by `[REDACTED:<kind>]`."""
     if not text:
         return text
-    for index in sorted(_SCREEN.Match(text) or ()):
+    for index in sorted(_screen().Match(text) or ()):
         rule = RULES[index]
         text = rule.pattern.sub(rule.replace, text)
     return text

@@ -8,7 +8,6 @@ import json
 import logging
 import re
 from collections.abc import Iterator
-from datetime import timedelta
 from functools import partial
 from http import HTTPStatus
 
@@ -16,7 +15,6 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -29,7 +27,7 @@ from lifecycle.models import ApiToken, TokenRole
 from lifecycle.selectors.rules import RuleNotFound
 from lifecycle.services.packs import InvalidSelection, PackRejected
 from lifecycle.services.review import BadAction, ItemClosed, ReviewItemNotFound
-from lifecycle.services.tokens import hash_key, live_token_cached, live_token_remember
+from lifecycle.services.tokens import token_for_key
 from lifecycle.states import Actor, NotAllowed, WrongState
 from lifecycle.validation import FilterError, ImportRejected, InvalidRule, numbered, read_jsonl
 from traces.model import TraceRejected
@@ -40,31 +38,9 @@ from .schemas import JSONL_TYPES, ErrorOut
 # Who is calling the API: a bearer token of role `agent` or `reviewer`, or a
 # dashboard session for reads. No role can promote: promotion has no endpoint at all (semantics §3).
 
-# Writing last_used_at on every request would turn each read into a write; a minute is plenty
-# to tell a live token from a dead one.
-LAST_USED_RESOLUTION = timedelta(minutes=1)
-
 
 class Forbidden(Exception):
     """Authenticated, but this role may not do this (HTTP 403)."""
-
-
-def token_for_key(key: str) -> ApiToken | None:
-    """The live token with this clear key, or None (unknown or revoked). A token found within
-    the last `CAUTERWEB_TOKEN_CACHE_SECONDS` is not read again (`tokens.live_token_cached`)."""
-    key_hash, now = hash_key(key), timezone.now()
-    token = live_token_cached(key_hash)
-    if token is None:
-        token = ApiToken.objects.filter(key_hash=key_hash, revoked_at__isnull=True).first()
-        if token is None:
-            return None
-        live_token_remember(token)
-    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
-        # The cache holds a copy: without this, every request until it expires wrote again.
-        live_token_remember(token)
-    return token
 
 
 class TokenAuth(HttpBearer):

@@ -10,6 +10,12 @@ from lifecycle.validation import ImportRejected
 
 
 class JsonCommand(BaseCommand):
+    # Agents and scripts call these commands, often many times a minute: Django's system
+    # checks (URLs, admin, templates) import the whole web stack and the API first, seconds
+    # of CPU for nothing these commands use. `manage.py check` runs them, and the deploy runs
+    # `check --deploy`.
+    requires_system_checks = []
+
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print one JSON document")
 

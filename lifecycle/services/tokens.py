@@ -8,7 +8,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import caches
@@ -21,6 +21,9 @@ from lifecycle.journal import EventType
 from ..models import ApiToken, TokenRole
 
 KEY_PREFIX = "cw_"
+# Writing last_used_at on every request would turn each read into a write; a minute is plenty
+# to tell a live token from a dead one.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,149}$")
 
 
@@ -64,6 +67,25 @@ def live_token_remember(token: ApiToken) -> None:
     ttl = settings.CAUTERWEB_TOKEN_CACHE_SECONDS
     if ttl > 0:
         caches["tokens"].set(token.key_hash, token, timeout=ttl)
+
+
+def token_for_key(key: str) -> ApiToken | None:
+    """The live token with this clear key, or None (unknown or revoked): the API's bearer
+    check and the MCP server's. A token found within the last `CAUTERWEB_TOKEN_CACHE_SECONDS`
+    is not read again."""
+    key_hash, now = hash_key(key), timezone.now()
+    token = live_token_cached(key_hash)
+    if token is None:
+        token = ApiToken.objects.filter(key_hash=key_hash, revoked_at__isnull=True).first()
+        if token is None:
+            return None
+        live_token_remember(token)
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+        # The cache holds a copy: without this, every request until it expires wrote again.
+        live_token_remember(token)
+    return token
 
 
 def live_tokens_forget(key_hash: str | None = None) -> None:

@@ -122,6 +122,25 @@ def rotate(candidates: Sequence[tuple], previous_first: tuple | None) -> list[st
     return [rule_id for _, rule_id in ordered[start:] + ordered[:start]]
 
 
+def follow_up(*, took_over: bool, arrived: int, deferred: int) -> str | None:
+    """Why a round that just ended kicks one more at once (docs/semantics.md#s9-1-lease), or
+    None: the next report, candidate or periodic kick starts the next round.
+
+    - `took_over`: it closed a dead round. The kicks sent while the dead holder's lease ran
+      out found the lock held and were spent; what they asked for may be left undecided.
+    - `arrived`: candidates recorded while it ran (not in its queue); their kicks found the
+      lock held.
+    - `deferred`: it ran out of budget while candidates could still be replayed.
+    A follow-up round that does none of these asks for no other: no chain of kicks."""
+    if took_over:
+        return "took over a dead round"
+    if arrived:
+        return "candidates arrived during the round"
+    if deferred:
+        return "out of budget with replays left"
+    return None
+
+
 def budget_exhausted(*, budget_s: float, elapsed_s: float) -> bool:
     """Checked before each candidate; 0 means unlimited (semantics §9.2)."""
     return budget_s > 0 and elapsed_s >= budget_s

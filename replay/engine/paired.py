@@ -131,8 +131,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import stats
 from .holm import holm
 
@@ -481,6 +479,8 @@ def _ties(replays: list[dict[str, float]], names: Sequence[str]) -> tuple[float,
     alike), a missing one at that metric's mean. Rescaling and filling use the pooled replays
     only, which no relabelling changes: the permutation test stays exact. () when no metric
     varies, so ties stay ties."""
+    import numpy as np
+
     columns = []
     for name in names:
         seen = [r[name] for r in replays if name in r]
@@ -679,6 +679,8 @@ def _pending_reason(samples, cases, config: PairedConfig, improvement, done: boo
 
 def _summary(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> dict:
     """Per case and arm: replays, and n, mean and sd of each metric as measured."""
+    import numpy as np
+
     out = {}
     for case in cases:
         arms = {}

@@ -49,12 +49,18 @@ the ends of the closure of the non-rejected set: a bound clear of 0 still means 
 and a significant test may have its bound at exactly 0 (the end there is open).
 """
 
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import combinations
+from typing import TYPE_CHECKING
 
-import numpy as np
+# NumPy loads with the first test, not with the engine: a command with nothing to decide
+# (and the MCP server, and `manage.py check`) never pays for it (tests/unit/test_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
 
 EXACT_LIMIT = 20_000
 RESAMPLES = 9_999
@@ -106,6 +112,8 @@ def usable(strata: list[Stratum]) -> list[Stratum]:
 
 
 def weighted_effect(strata: list[Stratum]) -> float:
+    import numpy as np
+
     weights = [
         len(s.treatment) * len(s.control) / (len(s.treatment) + len(s.control)) for s in strata
     ]
@@ -129,6 +137,8 @@ def _weight(s: Stratum) -> float:
 
 
 def _var(values: tuple[float, ...]) -> float:
+    import numpy as np
+
     return float(np.var(values, ddof=1)) if len(values) > 1 else 0.0
 
 
@@ -143,6 +153,8 @@ def shift_test(
 
     `strata` must all be `usable`; at least one. The relabellings depend only on the arm sizes
     and the seed, so tests of several metrics on the same replays share them."""
+    import numpy as np
+
     if not strata or usable(strata) != strata:
         raise ValueError("every stratum needs a replay in each arm")
     sizes = tuple((len(s.treatment) + len(s.control), len(s.treatment)) for s in strata)
@@ -184,6 +196,8 @@ def relabellings(
     in each relabelling: an array (relabellings, k) per stratum, rows aligned across strata.
     Positions < k are the observed treatment replays. Either every relabelling ("exact") or
     the observed one followed by `resamples` drawn uniformly ("monte_carlo")."""
+    import numpy as np
+
     count = math.prod(math.comb(n, k) for n, k in sizes)
     if count <= exact_limit:
         grids = np.meshgrid(*[np.arange(math.comb(n, k)) for n, k in sizes], indexing="ij")
@@ -199,4 +213,6 @@ def relabellings(
 
 @cache
 def _subsets(n: int, k: int) -> np.ndarray:
+    import numpy as np
+
     return np.array(list(combinations(range(n), k)), dtype=np.intp).reshape(-1, k)

@@ -10,9 +10,14 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from freezegun import freeze_time
 
-from cauterweb.api.protocol import token_for_key
 from lifecycle.models import ApiToken, JournalEvent
-from lifecycle.services.tokens import InvalidToken, TokenNotFound, token_create, token_revoke
+from lifecycle.services.tokens import (
+    InvalidToken,
+    TokenNotFound,
+    token_create,
+    token_for_key,
+    token_revoke,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -411,3 +411,83 @@ def test_a_broker_that_failed_a_kick_is_not_tried_again_for_a_moment(monkeypatch
     finally:
         app.conf.task_always_eager = eager
     assert len(tried) == 2
+
+
+# --- follow-up rounds (docs/semantics.md#s9-1-lease) --------------------------------------------
+
+
+@pytest.fixture
+def follow_ups(monkeypatch, django_capture_on_commit_callbacks):
+    """A broker (not eager): the follow-up kicks a round queues, by `kicked_by`."""
+    from cauterweb.celery import app
+    from replay import tasks
+
+    queued = []
+    monkeypatch.setattr(
+        tasks.round_run_task,
+        "apply_async",
+        lambda kwargs, countdown: queued.append((kwargs["kicked_by"], countdown)),
+    )
+    eager, app.conf.task_always_eager = app.conf.task_always_eager, False
+    try:
+        yield queued
+    finally:
+        app.conf.task_always_eager = eager
+
+
+def run_on_commit(capture):
+    with capture(execute=True):
+        return round_run()
+
+
+@pytest.mark.django_db
+def test_a_round_that_took_over_a_dead_round_queues_one_follow_up(
+    follow_ups, django_capture_on_commit_callbacks
+):
+    from tests.builders import make_round
+
+    corpus(failing("F-1"))
+    rule("R-1")
+    SCRIPT["F-1"] = read_and_return(task_completion=0.3)
+    dead = make_round(["R-1"], status="running", worker="host:1")
+    vround = run_on_commit(django_capture_on_commit_callbacks)
+    dead.refresh_from_db()
+    assert dead.status == "failed"
+    assert follow_ups == [("follow-up: took over a dead round", lock.lock_ttl_s() / 2)]
+    assert vround.kicked_by == ""
+    # The follow-up round finds no dead round and nothing new: it asks for no other.
+    run_on_commit(django_capture_on_commit_callbacks)
+    assert len(follow_ups) == 1
+
+
+@pytest.mark.django_db
+def test_a_candidate_recorded_during_a_round_gets_a_follow_up_round(
+    follow_ups, django_capture_on_commit_callbacks
+):
+    corpus(failing("F-1"))
+    rule("R-1")
+    SCRIPT["F-1"] = read_and_return(task_completion=0.3)
+
+    def record_one_more(written, queued):
+        # While the round holds the lock: this candidate's own kick found it held.
+        if not Rule.objects.filter(pk="R-2").exists():
+            rule("R-2", directive="something else entirely")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        vround = round_run(on_progress=record_one_more)
+    assert vround.queue == ["R-1"]
+    assert follow_ups == [("follow-up: candidates arrived during the round", 5.0)]
+    run_on_commit(django_capture_on_commit_callbacks)  # takes R-2 up
+    assert len(follow_ups) == 1
+
+
+@pytest.mark.django_db
+def test_a_round_that_did_all_it_could_queues_no_follow_up(
+    follow_ups, django_capture_on_commit_callbacks
+):
+    corpus(failing("F-1"))
+    rule("R-1")
+    SCRIPT["F-1"] = read_and_return(task_completion=0.3)
+    run_on_commit(django_capture_on_commit_callbacks)
+    assert state_of("R-1").state == "retired"
+    assert follow_ups == []

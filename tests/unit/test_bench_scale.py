@@ -22,7 +22,9 @@ def test_the_scale_bench_runs_every_part_at_a_tiny_size():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert "manage.py check:" in out
+    for command in ("help", "check", "validate"):
+        assert f"manage.py {command} [this]:" in out
+    assert "MCP stdio server, start to first answer [this]:" in out
     assert "record 40 candidates + 5 reports + standstill" in out
     assert "duplicate check, 60 live rules" in out and "duplicate check, 120 live rules" in out
     assert "record + replay to standstill, 12 candidates in 50 scopes" in out

@@ -87,6 +87,22 @@ def test_the_validator_is_replay_while_wired_within_budget_and_attempts(
     )
 
 
+@pytest.mark.parametrize(
+    "took_over, arrived, deferred, why",
+    [
+        (False, 0, 0, None),  # a round that did all it could: the next kick starts the next
+        (True, 0, 0, "took over a dead round"),
+        (False, 2, 0, "candidates arrived during the round"),
+        (False, 0, 3, "out of budget with replays left"),
+        (True, 2, 3, "took over a dead round"),
+    ],
+)
+def test_a_round_asks_for_a_follow_up_only_for_work_a_further_round_can_do_now(
+    took_over, arrived, deferred, why
+):  # docs/semantics.md#s9-1-lease
+    assert engine.follow_up(took_over=took_over, arrived=arrived, deferred=deferred) == why
+
+
 # --- §7.1, §7.2 case selection ----------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """What a command pays and prints before it does anything: the statistics libraries are loaded
 by the code that decides, never by `manage.py check` or by loading the `validate` command (the
-MCP server, a worker and every command import the same modules), and the embedded default
-(no broker) prints no broker warning when it runs a task in-process."""
+MCP server, a worker and every command import the same modules); the commands an agent calls
+(`validate`, `mcp`) do not import the web stack's URLs and API to run system checks; and the
+embedded default (no broker) prints no broker warning when it runs a task in-process."""
 
 import os
 import subprocess
@@ -12,6 +13,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HEAVY = ("scipy.stats", "pandas", "statsmodels")
+# Loaded by the code that uses them: NumPy by a paired test, requests by an HTTP replay, the
+# MCP SDK by the MCP server. None of them is the web stack `check` checks.
+NOT_FOR_CHECK = (*HEAVY, "numpy", "requests", "mcp")
+# The API: its schemas and the trace readers behind it are what `check` costs most.
+WEB_STACK = ("cauterweb.api", "dashboard.views")
 
 
 def embedded_env(tmp_path: Path) -> dict:
@@ -25,6 +31,10 @@ def embedded_env(tmp_path: Path) -> dict:
         "CAUTERWEB_VAR_DIR": str(tmp_path),
         "DJANGO_SETTINGS_MODULE": "cauterweb.settings",
     }
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> set[str]:
+    return {m for m in modules for name in names if m == name or m.startswith(name + ".")}
 
 
 def imported_modules(args: list[str], env: dict) -> set[str]:
@@ -61,7 +71,29 @@ def test_a_command_starts_without_the_statistics_libraries(args, tmp_path):
         assert "replay.engine.paired" in modules
     assert "django.core.management" in modules
     # ...and none of the libraries they decide with.
-    assert not {m for m in modules for heavy in HEAVY if m == heavy or m.startswith(heavy + ".")}
+    assert not loaded(modules, HEAVY)
+
+
+def test_check_imports_the_web_stack_and_nothing_it_does_not_check(tmp_path):
+    modules = imported_modules(["manage.py", "check"], embedded_env(tmp_path))
+    assert {"cauterweb.api", "dashboard.views"} <= modules
+    assert not loaded(modules, NOT_FOR_CHECK)
+
+
+def test_validate_with_nothing_to_do_skips_the_web_stack_and_the_libraries(tmp_path):
+    env = embedded_env(tmp_path)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate"], cwd=ROOT, env=env, check=True, capture_output=True
+    )
+    modules = imported_modules(["manage.py", "validate", "--json"], env)
+    assert "replay.rounds" in modules  # it did run a round's code
+    assert not loaded(modules, (*NOT_FOR_CHECK, *WEB_STACK))
+
+
+def test_the_mcp_server_loads_its_sdk_and_not_the_web_stack(tmp_path):
+    modules = imported_modules(["manage.py", "help", "mcp"], embedded_env(tmp_path))
+    assert "cauterweb.mcp_server" in modules and "mcp" in modules
+    assert not loaded(modules, (*HEAVY, "numpy", "requests", *WEB_STACK))
 
 
 def test_the_engine_loads_scipy_when_it_decides(tmp_path):

@@ -8,6 +8,9 @@ from cauterweb.mcp_server import NoToken, build_server, stdio_caller
 
 
 class Command(BaseCommand):
+    # The server an agent starts answers as soon as it can: no system checks (the web
+    # stack's URLs and API, which it does not serve), as for the JSON commands.
+    requires_system_checks = []
     help = (
         "Serve the rule tool over MCP. stdio (default): the agent token in CAUTERWEB_AGENT_TOKEN. "
         "--http: streamable HTTP on /mcp, a bearer agent token on every request."
