@@ -114,68 +114,90 @@ def auc(labels, scores) -> float:
 def train(args) -> None:
     import torch
 
+    from .train import HELD_OUT
+
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     rng = random.Random(args.seed)
-    from .train import HELD_OUT
-
-    rows = read(DATA)
-    fit_rows, stop_rows = split_rows(rows, HELD_OUT, args.stop_share, args.seed)
+    fit_rows, stop_rows = split_rows(read(DATA), HELD_OUT, args.stop_share, args.seed)
     # Scoring the early-stopping slice costs steps; a fixed sample of it is enough to rank.
     stop_rows = rng.sample(stop_rows, min(args.stop_pairs, len(stop_rows)))
     model, tok = build(args.weights), tokenizer(args.weights)
+    # The word-piece table stays as pretrained: a few thousand pairs would only move the
+    # rows of the words they hold.
     for p in model.encoder.embeddings.parameters():
         p.requires_grad = False
+    args.out.mkdir(parents=True, exist_ok=True)
+    best, log = _fit(args, model, tok, fit_rows, stop_rows, rng)
+    model.load_state_dict(torch.load(args.out / "best.pt"))
+    scored = {}
+    for name, path, keep in (("held_out", DATA, HELD_OUT), ("dev", DEV, None)):
+        these = [r for r in read(path) if keep is None or r["split"] in keep]
+        scored[name] = {
+            "splits": [r["split"] for r in these],
+            "labels": [r["label"] for r in these],
+            "categories": [r["category"] for r in these],
+            "scores": score(model, tok, these),
+        }
+    (args.out / "scores.json").write_text(json.dumps(scored))
+    settings = {k: str(v) for k, v in vars(args).items()}
+    (args.out / "log.json").write_text(
+        json.dumps({"best": best, "log": log, "args": settings}, indent=1)
+    )
+
+
+def _fit(args, model, tok, fit_rows, stop_rows, rng) -> tuple[tuple[float, int], list[dict]]:
+    """The training loop, until `args.steps` or `args.minutes`; the checkpoint with the
+    best AUC on the early-stopping slice is kept in OUT/best.pt."""
+    import torch
+
     params = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
-    deadline = time.monotonic() + args.minutes * 60
-    steps = args.steps
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min(1.0, (s + 1) / args.warmup) * max(0.05, 1 - s / steps)
+        optimiser,
+        lambda s: min(1.0, (s + 1) / args.warmup) * max(0.05, 1 - s / args.steps),
     )
     loss_fn = torch.nn.BCEWithLogitsLoss()
+    deadline, started = time.monotonic() + args.minutes * 60, time.monotonic()
     order: list[dict] = []
     best, log = (-1.0, 0), []
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    for step in range(steps):
+    for step in range(args.steps):
         if not order:
             order = fit_rows[:]
             rng.shuffle(order)
         part, order = order[: args.batch], order[args.batch :]
+        # The relation is symmetric: either rule may come first.
         pairs = [
-            (r["extracted"], r["expected"]) if rng.random() < 0.5 else (r["expected"], r["extracted"])
+            (r["extracted"], r["expected"])
+            if rng.random() < 0.5
+            else (r["expected"], r["extracted"])
             for r in part
         ]
-        labels = torch.tensor([float(r["label"]) for r in part])
-        loss = loss_fn(model(*batch(tok, pairs)), labels)
+        loss = loss_fn(model(*batch(tok, pairs)), torch.tensor([float(r["label"]) for r in part]))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimiser.step()
         schedule.step()
         optimiser.zero_grad()
-        last = step == steps - 1 or time.monotonic() > deadline
+        last = step == args.steps - 1 or time.monotonic() > deadline
         if (step + 1) % args.every == 0 or last:
-            s = score(model, tok, stop_rows)
-            a = auc([r["label"] for r in stop_rows], s)
-            log.append({"step": step + 1, "loss": round(float(loss), 4), "stop_auc": round(a, 4),
-                        "seconds": round(time.monotonic() - started, 1)})
+            a = auc([r["label"] for r in stop_rows], score(model, tok, stop_rows))
+            elapsed = round(time.monotonic() - started, 1)
+            log.append(
+                {
+                    "step": step + 1,
+                    "loss": round(loss.item(), 4),
+                    "stop_auc": round(a, 4),
+                    "seconds": elapsed,
+                }
+            )
             print(json.dumps(log[-1]), flush=True)
             if a > best[0]:
                 best = (a, step + 1)
-                torch.save(model.state_dict(), out / "best.pt")
+                torch.save(model.state_dict(), args.out / "best.pt")
         if last:
             break
-    model.load_state_dict(torch.load(out / "best.pt"))
-    scored = {}
-    for name, path, keep in (("held_out", DATA, HELD_OUT), ("dev", DEV, None)):
-        these = [r for r in read(path) if keep is None or r["split"] in keep]
-        scored[name] = {"splits": [r["split"] for r in these], "labels": [r["label"] for r in these],
-                        "categories": [r["category"] for r in these], "scores": score(model, tok, these)}
-    (out / "scores.json").write_text(json.dumps(scored))
-    (out / "log.json").write_text(json.dumps({"best": best, "log": log, "args": {
-        k: str(v) for k, v in vars(args).items()}}, indent=1))
+    return best, log
 
 
 def export(args) -> None:
@@ -190,9 +212,14 @@ def export(args) -> None:
     names = ["input_ids", "attention_mask", "token_type_ids"]
     fp32 = args.out / "crossencoder.fp32.onnx"
     torch.onnx.export(
-        model, sample, str(fp32), input_names=names, output_names=["logits"],
+        model,
+        sample,
+        str(fp32),
+        input_names=names,
+        output_names=["logits"],
         dynamic_axes={n: {0: "batch", 1: "pieces"} for n in names} | {"logits": {0: "batch"}},
-        opset_version=17, dynamo=False,
+        opset_version=17,
+        dynamo=False,
     )
     quantize_dynamic(str(fp32), str(args.out / "crossencoder.onnx"), weight_type=QuantType.QInt8)
 
