@@ -179,7 +179,9 @@ def _fit(args, model, tok, fit_rows, stop_rows, rng) -> tuple[tuple[float, int],
         optimiser.step()
         schedule.step()
         optimiser.zero_grad()
-        last = step == args.steps - 1 or time.monotonic() > deadline
+        # The schedule is planned over `steps`; `stop_after` ends a run early the way the
+        # time box did, so that a time-boxed run can be reproduced step for step.
+        last = step + 1 in (args.steps, args.stop_after) or time.monotonic() > deadline
         if (step + 1) % args.every == 0 or last:
             a = auc([r["label"] for r in stop_rows], score(model, tok, stop_rows))
             elapsed = round(time.monotonic() - started, 1)
@@ -230,6 +232,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--minutes", type=float, default=50)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--stop-after", type=int, default=None, help="end after this step")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--warmup", type=int, default=30)
