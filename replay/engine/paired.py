@@ -176,33 +176,40 @@ class PairedConfig:
     alpha: float = 0.05
     promote_margin: float = 0.05
     regress_margin: float = 0.05
-    max_repeats: int = 8
-    batch: int = 4
+    max_repeats: int = 10
+    # Replays per case and arm between looks; None: half of `max_repeats`, so two looks
+    # whatever a team buys (the grid's choice, docs/semantics.md#s21-3).
+    batch: int | None = None
     lower_is_better: frozenset[str] = frozenset()
     spending: str = "obf"
     retire_spending: str = "last"
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)
-    # The futility boundary at a look before the last: retire when the estimated effect is
-    # below `futility_effect − z(1 − futility_beta) · se` (se: the look's standard error). A
-    # rule whose true effect is `futility_effect` or more is stopped at most `futility_beta`
-    # of the time per look, whatever the number of cases and repeats; `futility_beta` None
-    # keeps the plain sign boundary (an estimate below zero).
-    futility_effect: float = 0.3
-    futility_beta: float | None = None
+    # The futility boundary at a look before the last. `futility_beta` None: the sign (retire
+    # when the estimated effect is below zero). Otherwise retire only when the look's own test
+    # rejects "the effect is `futility_effect` or more" at level `futility_beta` (its upper
+    # bound at that level is below `futility_effect`): a rule of that effect is stopped at
+    # most `futility_beta` of the time per look, whatever the number of cases and repeats.
+    futility_effect: float = 0.2
+    futility_beta: float | None = 0.02
     # Each look replays the failing cases first and the protected wins only then: a look that
     # stops for futility on the failing cases (whatever the wins would show: no regression is
     # tested before the last look with the "last" spending) spends no replay on the wins.
     wins_follow: bool = True
 
     def __post_init__(self):
-        if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
+        if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.step < 1:
             raise ValueError("alpha must be in (0, 1); max_repeats and batch at least 1")
         if {self.spending, self.retire_spending} - set(SPENDINGS):
             raise ValueError(f"spending must be one of {', '.join(SPENDINGS)}")
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}")
+
+    @property
+    def step(self) -> int:
+        """Replays per case and arm between two looks."""
+        return self.batch if self.batch is not None else math.ceil(self.max_repeats / 2)
 
 
 @dataclass(frozen=True)
@@ -244,9 +251,9 @@ def spent_by(t: float, *, alpha: float, spending: str) -> float:
 
 def look(samples: Sequence[Sample], config: PairedConfig, spending: str | None = None) -> Look:
     """Which look of the batch grid these samples are, and the level it may spend."""
-    count = math.ceil(config.max_repeats / config.batch)
+    count = math.ceil(config.max_repeats / config.step)
     most = max(_repeats_taken(samples).values(), default=0)
-    k = min(max(math.ceil(most / config.batch), 1), count)
+    k = min(max(math.ceil(most / config.step), 1), count)
     spend = config.alpha, spending or config.spending
     before = spent_by((k - 1) / count, alpha=spend[0], spending=spend[1])
     spent = spent_by(k / count, alpha=spend[0], spending=spend[1])
@@ -277,8 +284,8 @@ def next_requests(
         have = {arm: taken.get((case.case_id, arm), 0) for arm in ARMS}
         # The grid point just above the arm that is behind: a batch cut short (a round out of
         # budget) is completed before a new one starts, and the arms stay level.
-        goal = min(config.max_repeats, (min(have.values()) // config.batch + 1) * config.batch)
-        wanted[case.case_id] = {arm: min(config.batch, max(0, goal - have[arm])) for arm in ARMS}
+        goal = min(config.max_repeats, (min(have.values()) // config.step + 1) * config.step)
+        wanted[case.case_id] = {arm: min(config.step, max(0, goal - have[arm])) for arm in ARMS}
     failing = [c for c in cases if c.case_kind == FAILING]
     if config.wins_follow and failing:
         # The failing cases' replays of a look come first, the wins' then (up to the failing
@@ -294,7 +301,7 @@ def next_requests(
         else:
             wanted |= {case_id: dict.fromkeys(ARMS, 0) for case_id in short}
     out = []
-    for _ in range(config.batch):
+    for _ in range(config.step):
         for case in cases:
             for arm in ARMS:
                 if wanted[case.case_id][arm]:
@@ -344,9 +351,14 @@ def decide_paired(
             return PairedVerdict(RETIRE, reason, None, evidence)
         bound = futility_bound(improvement, config)
         early = promote_look.index < promote_look.count
-        if config.futility and not done and early and improvement["effect"] < bound:
+        if config.futility and not done and early and _futile(improvement, bound, config):
             evidence["futility_bound"] = round(bound, 6)
-            short = "worse under treatment" if bound <= 0 else f"below {_signed(bound)}"
+            short = (
+                "worse under treatment"
+                if config.futility_beta is None
+                else f"a lift of {config.futility_effect:g} ruled out at level "
+                f"{config.futility_beta:g} (upper bound {_signed(bound)})"
+            )
             reason = (
                 f"no improvement on {improvement['metric']}: {_figures(improvement)}; {short} "
                 f"at look {promote_look.index} of {promote_look.count} (a futility stop)"
@@ -365,17 +377,21 @@ def decide_paired(
     return PairedVerdict(PENDING, reason, REPLAY_INCONCLUSIVE, evidence)
 
 
-def futility_bound(improvement: dict, config: PairedConfig) -> float:
+def futility_bound(improvement: dict, config: PairedConfig) -> float | None:
     """The estimate under which an early look stops for futility (`PairedConfig`): 0 with the
-    sign boundary, else `futility_effect − z(1 − futility_beta) · se`. With many cases it is
-    above 0 (the look could have told a rule of `futility_effect` from nothing), with few
-    below (it could not)."""
+    sign boundary; else, when the look's upper bound at level `futility_beta` is below
+    `futility_effect`, the estimate itself is on the boundary's wrong side and the bound is
+    that upper bound; None when the look could not rule out a rule of `futility_effect`."""
     if config.futility_beta is None:
         return 0.0
-    from scipy.stats import norm as normal  # imported where used: SciPy loads slowly
+    upper = improvement.get("futility_upper")
+    return None if upper is None or upper >= config.futility_effect else upper
 
-    z = float(normal.ppf(1 - config.futility_beta))
-    return config.futility_effect - z * improvement["se"]
+
+def _futile(improvement: dict, bound: float | None, config: PairedConfig) -> bool:
+    if bound is None:
+        return False
+    return improvement["effect"] < bound if config.futility_beta is None else True
 
 
 def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
@@ -585,8 +601,11 @@ def _improvement(values: dict, cases: Sequence[PairedCase], config: PairedConfig
         "strata": len(strata),
         "se": round(stats.weighted_se([s for _, _, s in strata]), 6),
     }
-    row |= _result(_test(strata, config), level, "greater")
+    result = _test(strata, config)
+    row |= _result(result, level, "greater")
     row["significant"] = row["p_value"] <= level
+    if config.futility_beta is not None:
+        row["futility_upper"] = _finite(result.upper_bound(config.futility_beta))
     return row
 
 
