@@ -488,7 +488,7 @@ def grid_main(args) -> None:
         f"grid: {rules} rules per class and cell ({args.groups} groups of "
         f"{max(ints(args.per_case))} candidates sharing cases); win success {args.win_rate}, "
         f"judged noise ±{args.noise}; alpha {config.alpha}, max repeats {config.max_repeats}, "
-        f"batch {config.step}, futility {config.futility} (effect {config.futility_effect}, "
+        f"batch {config.batch}, futility {config.futility} (effect {config.futility_effect}, "
         f"beta {config.futility_beta}), wins follow {config.wins_follow}, retire spending "
         f"{config.retire_spending}; verifier {'on' if args.verifier else 'off'}; "
         f"seed {args.seed}"
@@ -510,7 +510,7 @@ def main() -> None:
     parser.add_argument("--failing", type=int, default=3)
     parser.add_argument("--wins", type=int, default=2)
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--max-repeats", type=int, default=10)
+    parser.add_argument("--max-repeats", type=int, default=8)
     parser.add_argument("--batch", type=int, help="replays per case and arm between looks")
     parser.add_argument("--retire-spending", choices=paired.SPENDINGS, help="for regressions")
     parser.add_argument("--margin", type=float, default=0.05)
@@ -562,7 +562,7 @@ def main() -> None:
         f"{args.rules} rules per class; {args.failing} failing cases, {args.wins} wins; "
         f"failing re-run success {args.base_rate}, wins {args.win_rate}; judged noise "
         f"±{args.noise}; alpha {args.alpha}, max repeats {args.max_repeats}, "
-        f"batch {grid_config(args).step}, "
+        f"batch {grid_config(args).batch}, "
         f"margin {args.margin}; verifier {'on' if args.verifier else 'off'}"
     )
     width = max(len(r[0]) for r in rows)

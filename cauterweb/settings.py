@@ -311,7 +311,7 @@ CAUTERWEB_VERIFIER = env_callable_or_url("CAUTERWEB_VERIFIER")
 # paired: treatment and control arms, repeated, decided statistically (semantics §17);
 # single: one replay per case against the recorded original (semantics §7).
 CAUTERWEB_REPLAY_DESIGN = env_choice("CAUTERWEB_REPLAY_DESIGN", "paired", ("paired", "single"))
-CAUTERWEB_REPLAY_MAX_REPEATS = env_int("CAUTERWEB_REPLAY_MAX_REPEATS", 10, minimum=1)
+CAUTERWEB_REPLAY_MAX_REPEATS = env_int("CAUTERWEB_REPLAY_MAX_REPEATS", 8, minimum=1)
 # Looks (completed batches) one round gives a paired candidate; an undecided one waits for the
 # next round, so a doubtful candidate cannot hold the others back (semantics §17.3).
 CAUTERWEB_REPLAY_LOOKS_PER_ROUND = env_int("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", 1, minimum=1)

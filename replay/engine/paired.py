@@ -176,10 +176,8 @@ class PairedConfig:
     alpha: float = 0.05
     promote_margin: float = 0.05
     regress_margin: float = 0.05
-    max_repeats: int = 10
-    # Replays per case and arm between looks; None: half of `max_repeats`, so two looks
-    # whatever a team buys (the grid's choice, docs/semantics.md#s21-3).
-    batch: int | None = None
+    max_repeats: int = 8
+    batch: int = 4
     lower_is_better: frozenset[str] = frozenset()
     spending: str = "obf"
     retire_spending: str = "last"
@@ -192,25 +190,19 @@ class PairedConfig:
     # bound at that level is below `futility_effect`): a rule of that effect is stopped at
     # most `futility_beta` of the time per look, whatever the number of cases and repeats.
     futility_effect: float = 0.2
-    futility_beta: float | None = 0.02
+    futility_beta: float | None = None
     # Each look replays the failing cases first and the protected wins only then: a look that
     # stops for futility on the failing cases (whatever the wins would show: no regression is
     # tested before the last look with the "last" spending) spends no replay on the wins.
     wins_follow: bool = True
 
     def __post_init__(self):
-        if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.step < 1:
+        if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
             raise ValueError("alpha must be in (0, 1); max_repeats and batch at least 1")
         if {self.spending, self.retire_spending} - set(SPENDINGS):
             raise ValueError(f"spending must be one of {', '.join(SPENDINGS)}")
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}")
-
-    @property
-    def step(self) -> int:
-        """Replays per case and arm between two looks."""
-        return self.batch if self.batch is not None else math.ceil(self.max_repeats / 2)
-
 
 @dataclass(frozen=True)
 class PairedVerdict:
@@ -251,9 +243,9 @@ def spent_by(t: float, *, alpha: float, spending: str) -> float:
 
 def look(samples: Sequence[Sample], config: PairedConfig, spending: str | None = None) -> Look:
     """Which look of the batch grid these samples are, and the level it may spend."""
-    count = math.ceil(config.max_repeats / config.step)
+    count = math.ceil(config.max_repeats / config.batch)
     most = max(_repeats_taken(samples).values(), default=0)
-    k = min(max(math.ceil(most / config.step), 1), count)
+    k = min(max(math.ceil(most / config.batch), 1), count)
     spend = config.alpha, spending or config.spending
     before = spent_by((k - 1) / count, alpha=spend[0], spending=spend[1])
     spent = spent_by(k / count, alpha=spend[0], spending=spend[1])
@@ -284,8 +276,8 @@ def next_requests(
         have = {arm: taken.get((case.case_id, arm), 0) for arm in ARMS}
         # The grid point just above the arm that is behind: a batch cut short (a round out of
         # budget) is completed before a new one starts, and the arms stay level.
-        goal = min(config.max_repeats, (min(have.values()) // config.step + 1) * config.step)
-        wanted[case.case_id] = {arm: min(config.step, max(0, goal - have[arm])) for arm in ARMS}
+        goal = min(config.max_repeats, (min(have.values()) // config.batch + 1) * config.batch)
+        wanted[case.case_id] = {arm: min(config.batch, max(0, goal - have[arm])) for arm in ARMS}
     failing = [c for c in cases if c.case_kind == FAILING]
     if config.wins_follow and failing:
         # The failing cases' replays of a look come first, the wins' then (up to the failing
@@ -301,7 +293,7 @@ def next_requests(
         else:
             wanted |= {case_id: dict.fromkeys(ARMS, 0) for case_id in short}
     out = []
-    for _ in range(config.step):
+    for _ in range(config.batch):
         for case in cases:
             for arm in ARMS:
                 if wanted[case.case_id][arm]:

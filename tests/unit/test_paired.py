@@ -25,7 +25,7 @@ FAILING = [PairedCase(f"F{i}", "failing", OC, frozenset({OC})) for i in (1, 2, 3
 WINS = [PairedCase(f"W{i}", "win", None) for i in (1, 2)]
 # The mechanics with four looks: batches of 2, Pocock-style spending for promotion, OBF-like
 # for regressions (the defaults, tuned by bench/bench_noise.py, are tested on their own below).
-CFG = PairedConfig(max_repeats=8, batch=2, spending="pocock", retire_spending="obf")
+CFG = PairedConfig(batch=2, spending="pocock", retire_spending="obf")
 
 
 def samples_of(table: dict, kind: str = "failing", metric: str = OC) -> list[Sample]:
@@ -265,13 +265,14 @@ def test_no_improvement_retires_only_once_every_repeat_is_spent():
         "stays below the margin 0.05 after 8 repeats per case"
     )
     six = {case: (t[:6], c[:6]) for case, (t, c) in table.items()}
-    sign = replace(CFG, futility_beta=None)  # an estimate of exactly 0 is not below zero
-    assert decide_paired(samples_of(six, metric="task_completion"), cases, sign).outcome == (
+    # An estimate of exactly 0 is not below zero: the sign boundary waits for the last look.
+    assert decide_paired(samples_of(six, metric="task_completion"), cases, CFG).outcome == (
         "pending"
     )
-    # The test-based boundary (the default) stops it a look early: 6 flat replays a case and
-    # arm rule out a lift of 0.2.
-    early = decide_paired(samples_of(six, metric="task_completion"), cases, CFG)
+    # The test-based boundary stops it a look early: 6 flat replays a case and arm rule out a
+    # lift of 0.2.
+    tested = replace(CFG, futility_beta=0.02)
+    early = decide_paired(samples_of(six, metric="task_completion"), cases, tested)
     assert early.outcome == "retire" and early.reason.endswith("(a futility stop)")
 
 
@@ -421,15 +422,13 @@ def test_only_a_visible_regression_on_a_win_holds_back_a_promotion(treated, cont
 def test_the_defaults_are_two_looks_obf_for_promotion_and_regressions_at_the_last_look():
     cfg = PairedConfig()
     assert (cfg.alpha, cfg.promote_margin, cfg.regress_margin) == (0.05, 0.05, 0.05)
-    assert (cfg.max_repeats, cfg.step, cfg.family) == (10, 5, "pooled")
+    assert (cfg.max_repeats, cfg.batch, cfg.family) == (8, 4, "pooled")
     assert (cfg.spending, cfg.retire_spending) == ("obf", "last")
-    assert (cfg.futility_effect, cfg.futility_beta) == (0.2, 0.02)
-    first = look(_rescue_and_break_one_win(5), cfg)
+    assert (cfg.futility, cfg.futility_beta) == (True, None)  # the sign boundary
+    first = look(_rescue_and_break_one_win(4), cfg)
     assert (first.index, first.count) == (1, 2)
     assert first.level == pytest.approx(spent_by(0.5, alpha=0.05, spending="obf"))
-    assert look(_rescue_and_break_one_win(5), cfg, "last").level == 0.0
-    # Two looks of half the repeats whatever a team buys.
-    assert replace(cfg, max_repeats=16).step == 8 and replace(cfg, max_repeats=7).step == 4
+    assert look(_rescue_and_break_one_win(4), cfg, "last").level == 0.0
 
 
 def test_with_the_defaults_a_clear_rescue_is_promoted_at_the_first_look():
@@ -446,7 +445,7 @@ def test_with_the_defaults_a_broken_win_holds_back_then_retires_at_the_last_look
     cfg = PairedConfig()
     first = decide_paired(_rescue_and_break_one_win(4), FAILING + WINS, cfg)
     assert first.outcome == "pending" and first.evidence["held_back_by"]["case"] == "W1"
-    last = decide_paired(_rescue_and_break_one_win(10), FAILING + WINS, cfg)
+    last = decide_paired(_rescue_and_break_one_win(8), FAILING + WINS, cfg)
     assert last.outcome == "retire" and last.evidence["decisive"] == {"case": "W1", "metric": OC}
     assert last.reason.startswith(f"regressed {OC} on protected win W1 (−1.00); pooled over")
 
@@ -504,9 +503,7 @@ def test_a_rescue_tied_on_the_outcome_is_promoted_when_completion_ranks_it_first
 
 # --- the futility stop (non-binding) ------------------------------------------------------------
 
-# The sign boundary (`futility_beta` None) with looks at 4 and 8 repeats: the default before
-# the grid's tuning, kept as an option; the test-based default is tested in test_paired_strata.
-DEFAULTS = PairedConfig(max_repeats=8, futility_beta=None)
+DEFAULTS = PairedConfig()  # batches of 4: looks at 4 and at 8 repeats; the sign boundary
 WORSE = {f"F{i}": ([0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0]) for i in (1, 2, 3)}
 
 

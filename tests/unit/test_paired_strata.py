@@ -214,7 +214,7 @@ def test_futility_does_not_stop_a_look_that_cannot_rule_out_the_lift():
     # An estimate of −0.25 from one case at 4 repeats: the sign boundary stops it, but a rule
     # lifting success by 0.2 reads that low often enough; the test-based boundary waits.
     samples = futility_look(1, [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0])
-    sign = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8, futility_beta=None))
+    sign = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8))
     assert sign.outcome == "retire" and "futility" in sign.reason
     cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
     verdict = decide_paired(samples, FAILING[:1], cfg)
