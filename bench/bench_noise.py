@@ -457,9 +457,7 @@ def grid_overall(cells: list[dict], args) -> dict:
     return {
         "false_promotion_max": max(c["classes"]["null"]["promoted"] for c in cells),
         "false_promotion_mean": mean([c["classes"]["null"]["promoted"] for c in cells]),
-        "false_promotion_upper95_max": max(
-            c["classes"]["null"]["promoted_upper95"] for c in cells
-        ),
+        "false_promotion_upper95_max": max(c["classes"]["null"]["promoted_upper95"] for c in cells),
         "futility_losses_max": {h: max(c["classes"][h]["futility"] for c in cells) for h in helps},
         "power_mean": {h: mean([c["classes"][h]["promoted"] for c in cells]) for h in helps},
         "power_min": {h: min(c["classes"][h]["promoted"] for c in cells) for h in helps},
