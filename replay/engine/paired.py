@@ -10,7 +10,8 @@ Interface (no Django; the round gathers the samples and writes what these decide
 - `PairedCase(case_id, case_kind, deciding_metric, retire_on)`: the selected cases, failing
   ones first, in the order their replays are asked for.
 - `PairedConfig(alpha, promote_margin, regress_margin, max_repeats, batch, lower_is_better,
-  spending, retire_spending, family, resamples, futility)`.
+  spending, retire_spending, family, resamples, futility, futility_effect, futility_beta,
+  wins_follow)`.
 - `decide_paired(samples, cases, config) -> PairedVerdict(outcome, reason, pending_reason,
   evidence)`: "promote", "retire" or "pending" (`replay_inconclusive`).
 - `next_requests(samples, cases, config) -> [(case_id, arm), ...]`: the next batch, arms
