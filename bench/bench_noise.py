@@ -346,9 +346,11 @@ def summarize(groups: list[list[tuple]], per_case: list[int]) -> dict:
     rows = [r for g in groups for r in g]
     n = len(rows)
     decided = [r for r in rows if r[0] != paired.PENDING]
+    promoted = sum(r[0] == paired.PROMOTE for r in rows)
     summary = {
         "rules": n,
-        "promoted": sum(r[0] == paired.PROMOTE for r in rows) / n,
+        "promoted": promoted / n,
+        "promoted_upper95": clopper_pearson_upper(promoted, n),
         "retired": sum(r[0] == paired.RETIRE for r in rows) / n,
         "futility": sum(r[0] == paired.RETIRE and "futility" in r[1] for r in rows) / n,
         "pending": sum(r[0] == paired.PENDING for r in rows) / n,
@@ -368,6 +370,16 @@ def summarize(groups: list[list[tuple]], per_case: list[int]) -> dict:
         summary["replays"][k] = sum(costs) / len(costs) if costs else None
     summary["replays_alone"] = sum(r[2] for r in decided) / len(decided) if decided else None
     return summary
+
+
+def clopper_pearson_upper(successes: int, n: int, level: float = 0.95) -> float:
+    """The exact (Clopper–Pearson) one-sided upper confidence bound of a rate: what a cell's
+    count of promoted null rules can say about its false-promotion rate. Rules of one group
+    share their control replays, so the bound is exact only for independent rules
+    (`--per-case 1`)."""
+    from scipy.stats import beta  # the bench only: the engine keeps SciPy lazy
+
+    return 1.0 if successes >= n else float(beta.ppf(level, successes + 1, n - successes))
 
 
 def grid_config(args) -> paired.PairedConfig:
@@ -397,7 +409,7 @@ def grid_table(cells: list[dict], args) -> list[str]:
     harms = [c for c, _, h in classes if h]
     ks = ints(args.per_case)
     head = (
-        ["base", "F", "W", "false promotion"]
+        ["base", "F", "W", "false promotion", "its 95 % upper bound"]
         + [f"power {c.split()[1]}" for c in helps]
         + [f"retired, {c}" for c in harms]
         + [f"futility losses {c.split()[1]}" for c in helps]
@@ -420,6 +432,7 @@ def grid_table(cells: list[dict], args) -> list[str]:
                 str(cell["failing"]),
                 str(cell["wins"]),
                 pct(cl["null"]["promoted"]),
+                pct(cl["null"]["promoted_upper95"]),
             ]
             + [pct(cl[c]["promoted"]) for c in helps]
             + [pct(cl[c]["retired"]) for c in harms]
@@ -444,6 +457,7 @@ def grid_overall(cells: list[dict], args) -> dict:
     return {
         "false_promotion_max": max(c["classes"]["null"]["promoted"] for c in cells),
         "false_promotion_mean": mean([c["classes"]["null"]["promoted"] for c in cells]),
+        "false_promotion_upper95_max": max(c["classes"]["null"]["promoted_upper95"] for c in cells),
         "futility_losses_max": {h: max(c["classes"][h]["futility"] for c in cells) for h in helps},
         "power_mean": {h: mean([c["classes"][h]["promoted"] for c in cells]) for h in helps},
         "power_min": {h: min(c["classes"][h]["promoted"] for c in cells) for h in helps},
@@ -546,7 +560,7 @@ def main() -> None:
         f"{args.rules} rules per class; {args.failing} failing cases, {args.wins} wins; "
         f"failing re-run success {args.base_rate}, wins {args.win_rate}; judged noise "
         f"±{args.noise}; alpha {args.alpha}, max repeats {args.max_repeats}, "
-        f"batch {args.batch or paired.PairedConfig().batch}, "
+        f"batch {grid_config(args).batch}, "
         f"margin {args.margin}; verifier {'on' if args.verifier else 'off'}"
     )
     width = max(len(r[0]) for r in rows)

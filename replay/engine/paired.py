@@ -10,7 +10,8 @@ Interface (no Django; the round gathers the samples and writes what these decide
 - `PairedCase(case_id, case_kind, deciding_metric, retire_on)`: the selected cases, failing
   ones first, in the order their replays are asked for.
 - `PairedConfig(alpha, promote_margin, regress_margin, max_repeats, batch, lower_is_better,
-  spending, retire_spending, family, resamples, futility)`.
+  spending, retire_spending, family, resamples, futility, futility_effect, futility_beta,
+  wins_follow)`.
 - `decide_paired(samples, cases, config) -> PairedVerdict(outcome, reason, pending_reason,
   evidence)`: "promote", "retire" or "pending" (`replay_inconclusive`).
 - `next_requests(samples, cases, config) -> [(case_id, arm), ...]`: the next batch, arms
@@ -110,13 +111,24 @@ replays instead of 40). On the grid of bench/bench_noise.py (README) it cut the 
 decided rule at the default selection from about 58 to 52 alone (4 base rates, 60 rules per
 class each) with the same error rates.
 
-The futility boundary can also scale with what a look can tell (`futility_beta`: stop when
-the estimate is below `futility_effect − z(1 − futility_beta) · se`), so that a rule of that
-effect is stopped at most `futility_beta` of the time per look in every cell. Measured on the
-grid it did worse than the sign: the standard error of 4 binary replays per arm is too unsure
-(at a base success of 0.7, with one failing case, it stopped half the rules lifting success by
-0.4, whose true lift the ceiling cuts to 0.3). The sign stays the default; the option stays
-for the bench.
+The futility boundary can instead ask the look's own test (`futility_beta`): stop only when
+the exact test rejects "the effect is `futility_effect` or more" at level `futility_beta`
+(the look's upper bound at that level is below `futility_effect`), so that a rule of that
+effect is stopped at most `futility_beta` of the time per look under the test's constant-shift
+model. That model does not fit a 0/1 outcome with one case: a treatment arm that failed every
+replay rules out any positive shift, so on the grid it stopped 5–25 % of the rules lifting
+success by 0.2 with one failing case (0–3 % with three or five). (A boundary of `futility_effect − z · se` was tried
+first and did worse: the standard error of 4 binary replays per arm is too unsure.) Measured
+at the grid's default selection (3 failing cases, 2 wins, 150 independent rules per class and
+base 0.2 / 0.35 / 0.5 / 0.7, verifier on; docs/semantics.md#s21-3, README): with the sign,
+futility losses of a +0.2 lift 10.0 / 10.0 / 10.7 / 7.3 %, power of a +0.4 lift 83.3 / 86.0 /
+93.3 / 92.0 %, halved wins retired 93.3 / 96.0 / 91.3 / 91.3 %, 52–53 replays per decided rule;
+with `futility_beta` 0.02 and `futility_effect` 0.2, losses 0.7 / 0.7 / 0 / 1.3 % and the same
+power, for 66–69 replays and halved wins retired 90.7 / 94.7 / 90.0 / 86.0 % (fewer harmful
+rules stop at their first look); the same with 10 repeats in two looks of 5, power 92.0 / 94.7
+/ 98.7 / 96.7 %, halved wins retired 97–100 %, losses 2.0 / 0 / 1.3 / 4.0 %, false promotion
+2.0–2.7 %, for 74–80 replays. The sign stays the default: the alternatives change the demo's
+verdicts and cost more replays than the issue allows; the option stays for teams and the bench.
 
 Interval bounds are at the look's level (repeated confidence intervals): a bound clear of 0
 means "significant at this look"; with ties broken, a significant test may report its bound
@@ -182,12 +194,13 @@ class PairedConfig:
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)
-    # The futility boundary at a look before the last: retire when the estimated effect is
-    # below `futility_effect − z(1 − futility_beta) · se` (se: the look's standard error). A
-    # rule whose true effect is `futility_effect` or more is stopped at most `futility_beta`
-    # of the time per look, whatever the number of cases and repeats; `futility_beta` None
-    # keeps the plain sign boundary (an estimate below zero).
-    futility_effect: float = 0.3
+    # The futility boundary at a look before the last. `futility_beta` None: the sign (retire
+    # when the estimated effect is below zero). Otherwise retire only when the look's own test
+    # rejects "the effect is `futility_effect` or more" at level `futility_beta` (its upper
+    # bound at that level is below `futility_effect`): a rule of that effect is stopped at
+    # most `futility_beta` of the time per look where the test's shift model fits (not a 0/1
+    # outcome on one case: see the module's notes).
+    futility_effect: float = 0.2
     futility_beta: float | None = None
     # Each look replays the failing cases first and the protected wins only then: a look that
     # stops for futility on the failing cases (whatever the wins would show: no regression is
@@ -340,11 +353,10 @@ def decide_paired(
                 f"{config.max_repeats} repeats per case"
             )
             return PairedVerdict(RETIRE, reason, None, evidence)
-        bound = futility_bound(improvement, config)
+        stop = futility_stop(improvement, config)
         early = promote_look.index < promote_look.count
-        if config.futility and not done and early and improvement["effect"] < bound:
-            evidence["futility_bound"] = round(bound, 6)
-            short = "worse under treatment" if bound <= 0 else f"below {_signed(bound)}"
+        if config.futility and not done and early and stop is not None:
+            evidence["futility_bound"], short = stop
             reason = (
                 f"no improvement on {improvement['metric']}: {_figures(improvement)}; {short} "
                 f"at look {promote_look.index} of {promote_look.count} (a futility stop)"
@@ -363,17 +375,21 @@ def decide_paired(
     return PairedVerdict(PENDING, reason, REPLAY_INCONCLUSIVE, evidence)
 
 
-def futility_bound(improvement: dict, config: PairedConfig) -> float:
-    """The estimate under which an early look stops for futility (`PairedConfig`): 0 with the
-    sign boundary, else `futility_effect − z(1 − futility_beta) · se`. With many cases it is
-    above 0 (the look could have told a rule of `futility_effect` from nothing), with few
-    below (it could not)."""
+def futility_stop(improvement: dict, config: PairedConfig) -> tuple[float, str] | None:
+    """Whether an early look stops for futility (`PairedConfig`), as (the boundary, what it
+    says): with the sign boundary, an estimate below 0; with the test-based one, the look's
+    upper bound at level `futility_beta` below `futility_effect` (the bound is reported). None:
+    go on."""
     if config.futility_beta is None:
-        return 0.0
-    from scipy.stats import norm as normal  # imported where used: SciPy loads slowly
-
-    z = float(normal.ppf(1 - config.futility_beta))
-    return config.futility_effect - z * improvement["se"]
+        return (0.0, "worse under treatment") if improvement["effect"] < 0 else None
+    upper = improvement.get("futility_upper")
+    if upper is None or upper >= config.futility_effect:
+        return None
+    lift = f"{config.futility_effect:g}"
+    return (
+        upper,
+        f"a lift of {lift} ruled out at level {config.futility_beta:g} (upper bound {_signed(upper)})",
+    )
 
 
 def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
@@ -585,8 +601,11 @@ def _improvement(values: dict, cases: Sequence[PairedCase], config: PairedConfig
         "strata": len(strata),
         "se": round(stats.weighted_se([s for _, _, s in strata]), 6),
     }
-    row |= _result(_test(strata, config), level, "greater")
+    result = _test(strata, config)
+    row |= _result(result, level, "greater")
     row["significant"] = row["p_value"] <= level
+    if config.futility_beta is not None:
+        row["futility_upper"] = _finite(result.upper_bound(config.futility_beta))
     return row
 
 

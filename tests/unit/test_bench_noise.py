@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,6 +50,12 @@ def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
         for figures in cell["classes"].values():
             assert figures["rules"] == 4  # 2 groups of 2 candidates sharing their cases
             shares = figures["promoted"] + figures["retired"] + figures["pending"]
+            # The exact one-sided 95 % upper bound of the cell's promotion rate: with none of
+            # 4 promoted it is 1 − 0.05^(1/4); it never falls below the rate it bounds.
+            upper = figures["promoted_upper95"]
+            assert figures["promoted"] <= upper <= 1
+            if figures["promoted"] == 0:
+                assert upper == pytest.approx(1 - 0.05 ** (1 / 4))
             assert shares == 1 and 0 <= figures["futility"] <= figures["retired"]
             # One look of 4 repeats per case and arm: alone a decided rule spends 8 replays a
             # case; two candidates sharing the control replays spend 4 + 4 / 2 each.

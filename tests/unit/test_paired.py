@@ -265,7 +265,15 @@ def test_no_improvement_retires_only_once_every_repeat_is_spent():
         "stays below the margin 0.05 after 8 repeats per case"
     )
     six = {case: (t[:6], c[:6]) for case, (t, c) in table.items()}
-    assert decide_paired(samples_of(six, metric="task_completion"), cases, CFG).outcome == "pending"
+    # An estimate of exactly 0 is not below zero: the sign boundary waits for the last look.
+    assert decide_paired(samples_of(six, metric="task_completion"), cases, CFG).outcome == (
+        "pending"
+    )
+    # The test-based boundary stops it a look early: 6 flat replays a case and arm rule out a
+    # lift of 0.2.
+    tested = replace(CFG, futility_beta=0.02)
+    early = decide_paired(samples_of(six, metric="task_completion"), cases, tested)
+    assert early.outcome == "retire" and early.reason.endswith("(a futility stop)")
 
 
 def test_a_wide_interval_at_the_last_look_stays_pending_for_the_forward_trial():
@@ -416,6 +424,7 @@ def test_the_defaults_are_two_looks_obf_for_promotion_and_regressions_at_the_las
     assert (cfg.alpha, cfg.promote_margin, cfg.regress_margin) == (0.05, 0.05, 0.05)
     assert (cfg.max_repeats, cfg.batch, cfg.family) == (8, 4, "pooled")
     assert (cfg.spending, cfg.retire_spending) == ("obf", "last")
+    assert (cfg.futility, cfg.futility_beta) == (True, None)  # the sign boundary
     first = look(_rescue_and_break_one_win(4), cfg)
     assert (first.index, first.count) == (1, 2)
     assert first.level == pytest.approx(spent_by(0.5, alpha=0.05, spending="obf"))
@@ -494,7 +503,7 @@ def test_a_rescue_tied_on_the_outcome_is_promoted_when_completion_ranks_it_first
 
 # --- the futility stop (non-binding) ------------------------------------------------------------
 
-DEFAULTS = PairedConfig()  # batches of 4: looks at 4 and at 8 repeats
+DEFAULTS = PairedConfig()  # batches of 4: looks at 4 and at 8 repeats; the sign boundary
 WORSE = {f"F{i}": ([0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0]) for i in (1, 2, 3)}
 
 

@@ -203,14 +203,34 @@ def test_a_futility_stop_needs_no_win_replay():
     assert verdict.outcome == "retire" and verdict.reason.endswith("(a futility stop)")
 
 
-@pytest.mark.parametrize("cases, stops", [(1, False), (3, True)])
-def test_the_futility_boundary_follows_what_a_look_could_tell(cases, stops):
-    # An estimate of −0.25: with one case at 4 repeats a rule lifting success by 0.4 could
-    # read that low (the boundary is far below 0); with three it could not.
-    cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.4)
+def futility_look(cases: int, treatment: list[float], control: list[float]) -> list[Sample]:
     samples = []
     for case in ("F1", "F2", "F3")[:cases]:
-        samples += arm(case, T, [1.0, 0.0, 0.0, 0.0], "") + arm(case, C, [1.0, 1.0, 0.0, 0.0], "")
-    verdict = decide_paired(samples, FAILING[:cases], cfg)
+        samples += arm(case, T, treatment, "") + arm(case, C, control, "")
+    return samples
+
+
+def test_futility_does_not_stop_a_look_that_cannot_rule_out_the_lift():
+    # An estimate of −0.25 from one case at 4 repeats: the sign boundary stops it, but a rule
+    # lifting success by 0.2 reads that low often enough; the test-based boundary waits.
+    samples = futility_look(1, [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0])
+    sign = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8))
+    assert sign.outcome == "retire" and "futility" in sign.reason
+    cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
+    verdict = decide_paired(samples, FAILING[:1], cfg)
     assert verdict.evidence["improvement"]["effect"] == pytest.approx(-0.25)
-    assert (verdict.outcome == "retire") is stops
+    assert verdict.evidence["improvement"]["futility_upper"] >= 0.2
+    assert verdict.outcome == "pending"
+
+
+def test_futility_stops_a_look_whose_test_rules_out_the_lift():
+    # Three cases, each 0 of 4 under treatment against 3 of 4 under control: a lift of 0.2 is
+    # rejected at level 0.02, so the rule stops, and the reason says what was ruled out.
+    samples = futility_look(3, [0.0] * 4, [1.0, 1.0, 1.0, 0.0])
+    cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
+    verdict = decide_paired(samples, FAILING, cfg)
+    upper = verdict.evidence["improvement"]["futility_upper"]
+    assert upper < 0.2 and verdict.evidence["futility_bound"] == pytest.approx(upper)
+    assert verdict.outcome == "retire"
+    assert "a lift of 0.2 ruled out at level 0.02" in verdict.reason
+    assert verdict.reason.endswith("(a futility stop)")
