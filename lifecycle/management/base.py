@@ -11,9 +11,9 @@ from lifecycle.validation import ImportRejected
 
 class JsonCommand(BaseCommand):
     # Agents and scripts call these commands, often many times a minute: Django's system
-    # checks (URLs, admin, templates) import the whole web stack and the API first, seconds
-    # of CPU for nothing these commands use. `manage.py check` runs them, and the deploy runs
-    # `check --deploy`.
+    # checks (URLs, admin, templates) import the whole web stack and the API first, about a
+    # third of a second of CPU a call for nothing these commands use. `manage.py check` runs
+    # them, and the deploy runs `check --deploy`.
     requires_system_checks = []
 
     def add_arguments(self, parser):
