@@ -81,6 +81,20 @@ def test_repeated_validate_is_idempotent():  # semantics §3, §9.4
     assert state_of().state == "active"
 
 
+def a_reviewer_retires_r2_while_r1_replays():
+    """Two candidates on F-1; while R-1's replay runs, a reviewer retires R-2."""
+    corpus(failing("F-1"))
+    rule("R-1")
+    rule("R-2", directive="another directive")
+
+    def reviewer_retires_r2(case, context):
+        if case.rule["id"] == "R-1":
+            rule_retire_by_reviewer(rule_id="R-2", actor=Actor.reviewer("rita"), reason="wrong")
+        return read_and_return(task_completion=0.9)(case, context)
+
+    SCRIPT["F-1"] = reviewer_retires_r2
+
+
 @pytest.mark.parametrize(
     ("fresh_s", "expected"),
     [
@@ -96,16 +110,7 @@ def test_a_candidate_retired_by_a_reviewer_mid_round_is_skipped(
     monkeypatch.setattr(rounds, "SELECTION_FRESH_S", fresh_s)
     # A chunk of the queue, as PostgreSQL selects (SQLite selects for each candidate alone).
     monkeypatch.setattr(rounds, "_select_ahead", lambda: rounds.SELECT_AHEAD)
-    corpus(failing("F-1"))
-    rule("R-1")
-    rule("R-2", directive="another directive")
-
-    def reviewer_retires_r2(case, context):
-        if case.rule["id"] == "R-1":
-            rule_retire_by_reviewer(rule_id="R-2", actor=Actor.reviewer("rita"), reason="wrong")
-        return read_and_return(task_completion=0.9)(case, context)
-
-    SCRIPT["F-1"] = reviewer_retires_r2
+    a_reviewer_retires_r2_while_r1_replays()
     vround = round_run()
     assert state_of("R-1").state == "active"
     r2 = state_of("R-2")
@@ -122,16 +127,7 @@ def test_on_sqlite_each_candidate_selects_when_reached_never_from_a_stale_chunk(
     from replay import rounds
 
     monkeypatch.setattr(rounds, "SELECTION_FRESH_S", 60.0)
-    corpus(failing("F-1"))
-    rule("R-1")
-    rule("R-2", directive="another directive")
-
-    def reviewer_retires_r2(case, context):
-        if case.rule["id"] == "R-1":
-            rule_retire_by_reviewer(rule_id="R-2", actor=Actor.reviewer("rita"), reason="wrong")
-        return read_and_return(task_completion=0.9)(case, context)
-
-    SCRIPT["F-1"] = reviewer_retires_r2
+    a_reviewer_retires_r2_while_r1_replays()
     assert round_run().summary["skipped"] == 1
     assert CALLS == ["F-1"]  # R-2 was retired before it was reached: never replayed
 
