@@ -1,7 +1,9 @@
 """Configuration from the environment (semantics §16): defaults, and a value that does not parse
 stops start-up with a message naming the variable."""
 
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +101,70 @@ def test_the_looks_per_round_are_read_from_the_environment():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["3"]
+
+
+README = ROOT / "README.md"
+READERS = {"env_str", "env_bool", "env_float", "env_int", "env_choice", "env_callable_or_url"}
+
+
+def variables_read() -> dict[str, ast.expr | None]:
+    """Every environment variable settings.py reads, with the default expression it passes."""
+    found = {}
+    for node in ast.walk(ast.parse((ROOT / "cauterweb" / "settings.py").read_text())):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        reader = func.id if isinstance(func, ast.Name) else ast.unparse(func)
+        if reader in READERS or reader == "os.environ.get":
+            name = node.args[0]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                found[name.value] = node.args[1] if len(node.args) > 1 else None
+    return found
+
+
+def configuration_table() -> dict[str, str]:
+    """README's configuration table: each variable named in a row's first cell, with its default."""
+    section = README.read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`"):
+            for name in re.findall(r"`([A-Z_]+)`", cells[0]):
+                rows[name] = cells[1]
+    return rows
+
+
+def test_the_readme_table_names_every_variable_settings_reads_and_no_other():
+    read, documented = set(variables_read()), set(configuration_table())
+    assert len(read) > 40  # the finder finds them: an empty set would pass below
+    assert (read - documented, documented - read) == (set(), set())
+
+
+def literal_default(expr: ast.expr | None):
+    """The default's value when it is a literal (`0.05`, `50 * 1024 * 1024`), else None."""
+    if expr is None:
+        return None
+    try:
+        return eval(compile(ast.Expression(expr), "settings.py", "eval"), {"__builtins__": {}})  # noqa: S307
+    except NameError:  # computed from other settings: the table says it in words
+        return None
+
+
+def test_every_literal_default_in_the_table_is_the_one_settings_passes():
+    read, checked, wrong = variables_read(), 0, []
+    for name, cell in configuration_table().items():
+        default = literal_default(read.get(name))
+        stated = cell.strip("`")
+        if default is None or default == "" or not re.fullmatch(r"[\w.]+", stated):
+            continue
+        checked += 1
+        if isinstance(default, bool):
+            matches = stated == str(default).lower()
+        elif isinstance(default, int | float):
+            matches = float(stated) == default
+        else:
+            matches = stated == default
+        if not matches:
+            wrong.append(f"{name}: README says {cell}, settings.py {default!r}")
+    assert checked > 25
+    assert wrong == []
