@@ -1,4 +1,4 @@
-"""Code, tests and docs cite the semantics by anchor (`docs/engine.md#s21`, `[…](deploy.md#faults)`):
+"""Code, tests and docs cite the semantics by anchor (`docs/semantics.md#s21`, `[…](deploy.md#faults)`):
 every such citation must land on an anchor that exists, or a renamed heading silently strands
 the comments that explain why the code does what it does."""
 
