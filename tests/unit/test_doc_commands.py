@@ -1,6 +1,7 @@
 """The commands README.md and docs/*.md tell a reader to run exist, with the options they pass:
-`manage.py X --flag` and `cauterweb X --flag` in code spans and code blocks, and the README's
-command list, which names every command of the project."""
+`manage.py X --flag` and `cauterweb X --flag` in code spans and code blocks, a span that opens
+with a command's name (`validate --until-settled`), and the README's command list, which names
+every command of the project."""
 
 import re
 from pathlib import Path
@@ -34,12 +35,20 @@ def code_of(doc: Path) -> list[str]:
     return spans + lines
 
 
+def project_commands() -> set[str]:
+    return {name for name, app in get_commands().items() if app in PROJECT_APPS}
+
+
 def invocations(doc: Path) -> list[tuple[str, str]]:
-    found = []
+    """(command, the rest of its line) for each command run, and each span opening with the name
+    of one of the project's commands."""
+    found, ours = [], project_commands()
     for code in code_of(doc):
         match = INVOCATION.match(code)
         if match:
             found.append((match.group(1), match.group(2).split("#")[0]))
+        elif code.split()[:1] and code.split()[0] in ours:
+            found.append((code.split()[0], code))
     return found
 
 
@@ -64,8 +73,7 @@ def command_list() -> str:
 
 
 def test_the_readme_command_list_names_every_command_with_its_real_options():
-    section, commands = command_list(), get_commands()
-    ours = {name for name, app in commands.items() if app in PROJECT_APPS}
+    section, ours = command_list(), project_commands()
     assert len(ours) > 20
     assert sorted(name for name in ours if f"`{name}" not in section) == []
     wrong = []
