@@ -104,6 +104,7 @@ def test_the_looks_per_round_are_read_from_the_environment():
 
 
 README = ROOT / "README.md"
+SEMANTICS = ROOT / "docs" / "semantics.md"
 READERS = {"env_str", "env_bool", "env_float", "env_int", "env_choice", "env_callable_or_url"}
 
 
@@ -150,9 +151,20 @@ def literal_default(expr: ast.expr | None):
         return None
 
 
-def test_every_literal_default_in_the_table_is_the_one_settings_passes():
+def knob_table() -> dict[str, str]:
+    """The semantics' table of knobs (docs/semantics.md#s16), by environment variable, with each
+    default's first word (`8 (replays per case and arm …)` states 8)."""
+    section = SEMANTICS.read_text().split('<a id="s16">', 1)[1].split("<a id=", 1)[0]
+    rows = {}
+    for knob, default in re.findall(r"^\| `([a-z_0-9]+)` \| ([^|]+) \|", section, flags=re.M):
+        rows[f"CAUTERWEB_{knob.upper()}"] = default.split(" (")[0].strip()
+    return rows
+
+
+def wrong_defaults(table: dict[str, str]) -> tuple[int, list[str]]:
+    """How many of the table's defaults are literals settings.py passes, and those that differ."""
     read, checked, wrong = variables_read(), 0, []
-    for name, cell in configuration_table().items():
+    for name, cell in table.items():
         default = literal_default(read.get(name))
         stated = cell.strip("`")
         if default is None or default == "" or not re.fullmatch(r"[\w.]+", stated):
@@ -165,6 +177,20 @@ def test_every_literal_default_in_the_table_is_the_one_settings_passes():
         else:
             matches = stated == default
         if not matches:
-            wrong.append(f"{name}: README says {cell}, settings.py {default!r}")
+            wrong.append(f"{name}: the docs say {cell}, settings.py {default!r}")
+    return checked, wrong
+
+
+def test_every_literal_default_in_the_table_is_the_one_settings_passes():
+    checked, wrong = wrong_defaults(configuration_table())
     assert checked > 25
+    assert wrong == []
+
+
+def test_every_knob_of_the_semantics_is_read_with_the_default_it_states():
+    table = knob_table()
+    assert len(table) > 20
+    assert sorted(set(table) - set(variables_read())) == []
+    checked, wrong = wrong_defaults(table)
+    assert checked > 15
     assert wrong == []
