@@ -1,5 +1,5 @@
-"""What README.md and docs/*.md name in the repository exists: a backticked path
-(`cauterweb/api/protocol.py`, `tests/unit/test_bench_*.py`), a dotted Python name
+"""What README.md, docs/*.md and the packages' READMEs name in the repository exists: a
+backticked path (`cauterweb/api/protocol.py`, `tests/unit/test_bench_*.py`), a dotted Python name
 (`lifecycle.services.reports.reports_ingest`, `replay.backends.simulated:replay`) and a link to
 another file. A module merged or moved otherwise leaves the docs sending a new engineer to a file
 that is gone."""
@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "comparison" / "README.md",
+    *sorted((ROOT / "examples").glob("*/README.md")),
+]
+FILE_SUFFIXES = ("json", "jsonl", "md", "py", "toml", "txt", "yaml", "yml", "gz", "zip", "csv")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 DOTTED = re.compile(r"[a-z_]+(?:\.[a-z_0-9]+)+(?::[a-z_0-9]+)?")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
@@ -85,7 +91,11 @@ def stale_references(doc: Path) -> list[str]:
         if "/" in word and first in TOP:
             if not path_exists(word):
                 stale.append(f"{word}: no such path")
-        elif DOTTED.fullmatch(word) and word.split(".")[0] in PACKAGES:
+        elif (
+            DOTTED.fullmatch(word)
+            and word.split(".")[0] in PACKAGES
+            and word.rsplit(".", 1)[1] not in FILE_SUFFIXES  # a file's name, not a module
+        ):
             reason = dotted_name_stale(word)
             if reason:
                 stale.append(f"{word}: {reason}")
@@ -117,6 +127,7 @@ def test_every_repository_path_and_module_the_doc_names_exists(doc):
         ("lifecycle.webhooks.signature_valid", True),
         ("lifecycle.outbox.no_such_function", True),
         ("cauterweb.corpus", False),
+        ("traces.otlp.json", False),
     ],
 )
 def test_a_reference_to_a_moved_file_or_function_is_found(tmp_path, word, stale):
