@@ -84,3 +84,21 @@ def test_the_readme_command_list_names_every_command_with_its_real_options():
                 f"{name} {flag}" for flag in FLAG.findall(span) if flag not in options_of(name)
             ]
     assert wrong == []
+
+
+def test_the_readme_opens_with_the_two_set_up_commands():
+    first_block = re.search(r"^```sh\n(.*?)^```", README.read_text(), flags=re.M | re.S)
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert commands == ["make demo", "make test"]
+
+
+def test_every_make_target_the_docs_run_is_in_the_makefile():
+    targets = set(re.findall(r"^([\w.-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    run = {
+        match.group(1)
+        for doc in DOCS
+        for code in code_of(doc)
+        if (match := re.match(r"make ([\w.-]+)", code))
+    }
+    assert run >= {"demo", "test"}
+    assert sorted(run - targets) == []
