@@ -111,24 +111,28 @@ replays instead of 40). On the grid of bench/bench_noise.py (README) it cut the 
 decided rule at the default selection from about 58 to 52 alone (4 base rates, 60 rules per
 class each) with the same error rates.
 
-The futility boundary can instead ask the look's own test (`futility_beta`): stop only when
-the exact test rejects "the effect is `futility_effect` or more" at level `futility_beta`
-(the look's upper bound at that level is below `futility_effect`), so that a rule of that
-effect is stopped at most `futility_beta` of the time per look under the test's constant-shift
-model. That model does not fit a 0/1 outcome with one case: a treatment arm that failed every
-replay rules out any positive shift, so on the grid it stopped 5–25 % of the rules lifting
-success by 0.2 with one failing case (0–3 % with three or five). (A boundary of `futility_effect − z · se` was tried
-first and did worse: the standard error of 4 binary replays per arm is too unsure.) Measured
-at the grid's default selection (3 failing cases, 2 wins, 150 independent rules per class and
-base 0.2 / 0.35 / 0.5 / 0.7, verifier on; docs/semantics.md#s21-3, README): with the sign,
-futility losses of a +0.2 lift 10.0 / 10.0 / 10.7 / 7.3 %, power of a +0.4 lift 83.3 / 86.0 /
-93.3 / 92.0 %, halved wins retired 93.3 / 96.0 / 91.3 / 91.3 %, 52–53 replays per decided rule;
-with `futility_beta` 0.02 and `futility_effect` 0.2, losses 0.7 / 0.7 / 0 / 1.3 % and the same
-power, for 66–69 replays and halved wins retired 90.7 / 94.7 / 90.0 / 86.0 % (fewer harmful
-rules stop at their first look); the same with 10 repeats in two looks of 5, power 92.0 / 94.7
-/ 98.7 / 96.7 %, halved wins retired 97–100 %, losses 2.0 / 0 / 1.3 / 4.0 %, false promotion
-2.0–2.7 %, for 74–80 replays. The sign stays the default: the alternatives change the demo's
-verdicts and cost more replays than the issue allows; the option stays for teams and the bench.
+The futility boundary can instead ask a test (`futility_beta`, `futility_effect`): an early
+look stops only when a test rejects "every failing case is lifted by `futility_effect`" at
+`futility_beta` shared equally by the looks before the last (`futility_level`), so that by the
+union bound a rule of that lift is stopped for futility at most `futility_beta` of the time in
+all: the boundary's error budget, spent on helpful rules only (it never promotes). On a
+pass/fail deciding metric (every value 0 or 1: the verifier's outcome) the test is the exact
+test of the success rates (`futility_p_rates`): per case and stratum, treatment successes
+Binomial(n, p + lift) and control successes Binomial(n, p); the statistic is the treatment's
+successes minus the control's, summed over the strata; the p-value is its lower tail at the
+least favourable control rates p. With one case and 4 replays per arm it stops only 0 of 4
+against 3 or 4 of 4, or 1 of 4 against 4 of 4: a rule lifting the case by 0.2 is stopped at
+most about 0.9 % of the time whatever its control rate, one changing nothing about 3.5 %. On any
+other metric the test is the look's own permutation test under its shift model (its upper
+bound at the futility level below `futility_effect`). That shift model was first used for
+every metric and does not fit 0/1 outcomes: with one case, a treatment arm that failed every
+replay "ruled out" any positive shift, and on the grid it stopped 5–25 % of the rules lifting
+success by 0.2 with one failing case. Over the whole grid (27 cells, 40 independent
+rules per class and cell; README, "Verdicts under noise: a futility boundary for pass/fail
+outcomes") the rates test lost 0–5.0 % of the +0.2 rules per cell (5 of 1,080) against the
+sign's 0–35 %, with the same power and false promotion, but retired 78 % of the rules halving
+the wins against 84 % (the sign retires half of them for no improvement before their wins are
+tested) for 67 replays per decided rule against 52. The sign stays the default.
 
 Interval bounds are at the look's level (repeated confidence intervals): a bound clear of 0
 means "significant at this look"; with ties broken, a significant test may report its bound
