@@ -102,6 +102,29 @@ def test_a_rule_lifting_one_case_by_the_effect_is_stopped_at_most_beta_of_the_ti
     assert stopped <= 0.02
 
 
+@pytest.mark.parametrize("rate", [0.2, 0.4, 0.5, 0.7])
+def test_a_rule_lifting_two_cases_by_the_effect_is_stopped_at_most_beta_of_the_time(rate):
+    # The same over every first look of two cases: the worst control rates are searched per
+    # case, so the budget holds however the cases' looks combine.
+    def chance(s, c):
+        return (
+            math.comb(4, s)
+            * math.comb(4, c)
+            * (rate + 0.2) ** s
+            * (0.8 - rate) ** (4 - s)
+            * (rate**c * (1 - rate) ** (4 - c))
+        )
+
+    looks = [(s, c) for s in range(5) for c in range(5)]
+    stopped = sum(
+        chance(*a) * chance(*b)
+        for a in looks
+        for b in looks
+        if futility_p_rates([stratum(*a), stratum(*b)], 0.2) <= 0.02
+    )
+    assert 0 < stopped <= 0.02
+
+
 def test_beta_is_shared_by_the_looks_before_the_last():
     samples = first_look(1, [0.0] * 4, [0.0] * 4)
     three = PairedConfig(max_repeats=12, futility_beta=0.02)
