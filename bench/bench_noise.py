@@ -521,7 +521,8 @@ def main() -> None:
     parser.add_argument(
         "--futility-beta",
         type=float,
-        help="how often per look it may stop a rule of that effect (0: the sign boundary)",
+        help="how often in all it may stop a rule of that effect: the exact test of the success"
+        " rates on a pass/fail metric (0: the sign boundary)",
     )
     parser.add_argument(
         "--wins-follow",

@@ -111,24 +111,28 @@ replays instead of 40). On the grid of bench/bench_noise.py (README) it cut the 
 decided rule at the default selection from about 58 to 52 alone (4 base rates, 60 rules per
 class each) with the same error rates.
 
-The futility boundary can instead ask the look's own test (`futility_beta`): stop only when
-the exact test rejects "the effect is `futility_effect` or more" at level `futility_beta`
-(the look's upper bound at that level is below `futility_effect`), so that a rule of that
-effect is stopped at most `futility_beta` of the time per look under the test's constant-shift
-model. That model does not fit a 0/1 outcome with one case: a treatment arm that failed every
-replay rules out any positive shift, so on the grid it stopped 5–25 % of the rules lifting
-success by 0.2 with one failing case (0–3 % with three or five). (A boundary of `futility_effect − z · se` was tried
-first and did worse: the standard error of 4 binary replays per arm is too unsure.) Measured
-at the grid's default selection (3 failing cases, 2 wins, 150 independent rules per class and
-base 0.2 / 0.35 / 0.5 / 0.7, verifier on; docs/semantics.md#s21-3, README): with the sign,
-futility losses of a +0.2 lift 10.0 / 10.0 / 10.7 / 7.3 %, power of a +0.4 lift 83.3 / 86.0 /
-93.3 / 92.0 %, halved wins retired 93.3 / 96.0 / 91.3 / 91.3 %, 52–53 replays per decided rule;
-with `futility_beta` 0.02 and `futility_effect` 0.2, losses 0.7 / 0.7 / 0 / 1.3 % and the same
-power, for 66–69 replays and halved wins retired 90.7 / 94.7 / 90.0 / 86.0 % (fewer harmful
-rules stop at their first look); the same with 10 repeats in two looks of 5, power 92.0 / 94.7
-/ 98.7 / 96.7 %, halved wins retired 97–100 %, losses 2.0 / 0 / 1.3 / 4.0 %, false promotion
-2.0–2.7 %, for 74–80 replays. The sign stays the default: the alternatives change the demo's
-verdicts and cost more replays than the issue allows; the option stays for teams and the bench.
+The futility boundary can instead ask a test (`futility_beta`, `futility_effect`): an early
+look stops only when a test rejects "every failing case is lifted by `futility_effect`" at
+`futility_beta` shared equally by the looks before the last (`futility_level`), so that by the
+union bound a rule of that lift is stopped for futility at most `futility_beta` of the time in
+all: the boundary's error budget, spent on helpful rules only (it never promotes). On a
+pass/fail deciding metric (every value 0 or 1: the verifier's outcome) the test is the exact
+test of the success rates (`futility_p_rates`): per case and stratum, treatment successes
+Binomial(n, p + lift) and control successes Binomial(n, p); the statistic is the treatment's
+successes minus the control's, summed over the strata; the p-value is its lower tail at the
+least favourable control rates p. With one case and 4 replays per arm it stops only 0 of 4
+against 3 or 4 of 4, or 1 of 4 against 4 of 4: a rule lifting the case by 0.2 is stopped at
+most about 0.9 % of the time whatever its control rate, one changing nothing about 3.5 %. On any
+other metric the test is the look's own permutation test under its shift model (its upper
+bound at the futility level below `futility_effect`). That shift model was first used for
+every metric and does not fit 0/1 outcomes: with one case, a treatment arm that failed every
+replay "ruled out" any positive shift, and on the grid it stopped 5–25 % of the rules lifting
+success by 0.2 with one failing case. Over the whole grid (27 cells, 40 independent
+rules per class and cell; README, "Verdicts under noise: a futility boundary for pass/fail
+outcomes") the rates test lost 0–5.0 % of the +0.2 rules per cell (5 of 1,080) against the
+sign's 0–35 %, with the same power and false promotion, but retired 78 % of the rules halving
+the wins against 84 % (the sign retires half of them for no improvement before their wins are
+tested) for 67 replays per decided rule against 52. The sign stays the default.
 
 Interval bounds are at the look's level (repeated confidence intervals): a bound clear of 0
 means "significant at this look"; with ties broken, a significant test may report its bound
@@ -195,11 +199,11 @@ class PairedConfig:
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)
     # The futility boundary at a look before the last. `futility_beta` None: the sign (retire
-    # when the estimated effect is below zero). Otherwise retire only when the look's own test
-    # rejects "the effect is `futility_effect` or more" at level `futility_beta` (its upper
-    # bound at that level is below `futility_effect`): a rule of that effect is stopped at
-    # most `futility_beta` of the time per look where the test's shift model fits (not a 0/1
-    # outcome on one case: see the module's notes).
+    # when the estimated effect is below zero). Otherwise retire only when a test rejects "every
+    # case is lifted by `futility_effect`" at `futility_beta` spread over the early looks, so a
+    # rule of that effect is stopped at most `futility_beta` of the time in all: on a pass/fail
+    # deciding metric the exact test of the success rates (`futility_p_rates`), on any other
+    # the look's own test under its shift model (upper bound below `futility_effect`).
     futility_effect: float = 0.2
     futility_beta: float | None = None
     # Each look replays the failing cases first and the protected wins only then: a look that
@@ -325,7 +329,9 @@ def decide_paired(
     retire_look = look(samples, config, config.retire_spending)
     values = _values(samples, config.lower_is_better)
     regressions = _regressions(values, cases, config, retire_look.level)
-    improvement = _improvement(values, cases, config, promote_look.level)
+    early = promote_look.index < promote_look.count
+    beta = futility_level(config, promote_look) if config.futility and early else None
+    improvement = _improvement(values, cases, config, promote_look.level, beta)
     done = not next_requests(samples, cases, config)
     partial = wins_behind(samples, cases)
     if partial and improvement is not None:
@@ -354,9 +360,8 @@ def decide_paired(
             )
             return PairedVerdict(RETIRE, reason, None, evidence)
         stop = futility_stop(improvement, config)
-        early = promote_look.index < promote_look.count
         if config.futility and not done and early and stop is not None:
-            evidence["futility_bound"], short = stop
+            evidence["futility_test"], evidence["futility_bound"], short = stop
             reason = (
                 f"no improvement on {improvement['metric']}: {_figures(improvement)}; {short} "
                 f"at look {promote_look.index} of {promote_look.count} (a futility stop)"
@@ -375,21 +380,102 @@ def decide_paired(
     return PairedVerdict(PENDING, reason, REPLAY_INCONCLUSIVE, evidence)
 
 
-def futility_stop(improvement: dict, config: PairedConfig) -> tuple[float, str] | None:
-    """Whether an early look stops for futility (`PairedConfig`), as (the boundary, what it
-    says): with the sign boundary, an estimate below 0; with the test-based one, the look's
-    upper bound at level `futility_beta` below `futility_effect` (the bound is reported). None:
-    go on."""
+def futility_stop(improvement: dict, config: PairedConfig) -> tuple[str, float, str] | None:
+    """Whether an early look stops for futility (`PairedConfig`), as (the boundary, the figure
+    it read, what it says): "sign", an estimate below 0; "rates", the exact test of the success
+    rates rejecting the lift (its worst-case p is reported); "shift", the look's upper bound at
+    the futility level below the lift (the bound is reported). None: go on."""
     if config.futility_beta is None:
-        return (0.0, "worse under treatment") if improvement["effect"] < 0 else None
+        return ("sign", 0.0, "worse under treatment") if improvement["effect"] < 0 else None
+    beta = improvement.get("futility_beta")  # absent at the last look
+    lift = f"a lift of {config.futility_effect:g} ruled out at level {beta:.3g}" if beta else ""
+    if "futility_p" in improvement:
+        p = improvement["futility_p"]
+        if p > beta:
+            return None
+        return ("rates", p, f"{lift} (exact test of the success rates, p {p:.3g})")
     upper = improvement.get("futility_upper")
     if upper is None or upper >= config.futility_effect:
         return None
-    lift = f"{config.futility_effect:g}"
-    return (
-        upper,
-        f"a lift of {lift} ruled out at level {config.futility_beta:g} (upper bound {_signed(upper)})",
-    )
+    return ("shift", upper, f"{lift} (upper bound {_signed(upper)})")
+
+
+def futility_level(config: PairedConfig, at: Look) -> float | None:
+    """The level of this look's futility test: `futility_beta` shared equally by the looks
+    before the last, so that by the union bound a rule lifting every case by `futility_effect`
+    is stopped at most `futility_beta` of the time over all of them. None: the sign boundary."""
+    if config.futility_beta is None:
+        return None
+    return config.futility_beta / max(at.count - 1, 1)
+
+
+# How finely the pass/fail futility test searches the control success rates for its worst case.
+RATE_STEP = 0.02
+
+
+def futility_p_rates(strata: Sequence[stats.Stratum], effect: float) -> float:
+    """The exact p-value of "every case's success rate is lifted by `effect`" against a look
+    that reads lower, for a pass/fail (0/1) metric (docs/semantics.md#s21-3).
+
+    Each stratum's treatment successes are Binomial(n, p + effect) and its control successes
+    Binomial(n, p), p the case's unknown control rate; the statistic is the treatment's
+    successes minus the control's, summed over the strata, and the p-value is its lower tail
+    at the least favourable rates: searched on a grid of p 0.02 apart in [0, 1 − effect], from
+    the worst rate common to every stratum then one stratum at a time until no stratum's
+    change raises it. Unlike a shift of every score by the same amount, this fits 0/1
+    outcomes: one case failing 4 times of 4 under treatment does not rule out a lift of 0.2
+    (a case succeeding 0.2 of the time with the rule fails 4 times in a row 41 % of the time)."""
+    import numpy as np
+
+    rates = np.arange(0.0, 1.0 - effect + 1e-9, RATE_STEP)
+    pmfs = [_difference_pmfs(len(s.treatment), len(s.control), rates, effect) for s in strata]
+    # Index of "treatment − control successes ≤ observed" in the convolved pmf of every stratum.
+    at = round(sum(sum(s.treatment) - sum(s.control) + len(s.control) for s in strata))
+
+    def tail(rows):
+        return float(np.cumsum(_convolved(rows))[min(at, sum(len(r) - 1 for r in rows))])
+
+    common = max(range(len(rates)), key=lambda g: tail([m[g] for m in pmfs]))
+    pick, best = [common] * len(pmfs), tail([m[common] for m in pmfs])
+    moved = len(pmfs) > 1
+    while moved:
+        moved = False
+        for j, rows in enumerate(pmfs):
+            rest = np.cumsum(_convolved([m[pick[i]] for i, m in enumerate(pmfs) if i != j]))
+            # P(rest + D_j ≤ at) for every rate of stratum j at once: Σ_d P(D_j = d) P(rest ≤ at − d).
+            index = at - np.arange(rows.shape[1])
+            below = np.where(index < 0, 0.0, rest[np.clip(index, 0, len(rest) - 1)])
+            tails = rows @ below
+            g = int(np.argmax(tails))
+            if tails[g] > best + 1e-12:
+                pick[j], best, moved = g, float(tails[g]), True
+    return min(best, 1.0)
+
+
+def _difference_pmfs(n_t: int, n_c: int, rates, effect: float):
+    """Per control rate p (rows), the pmf of treatment − control successes, shifted by n_c."""
+    import numpy as np
+
+    def binomial(n, p):
+        k = np.arange(n + 1)
+        ways = np.array([math.comb(n, i) for i in k], dtype=float)
+        return ways * p[:, None] ** k * (1 - p[:, None]) ** (n - k)
+
+    treated, control = binomial(n_t, np.minimum(rates + effect, 1.0)), binomial(n_c, rates)
+    return np.array([np.convolve(t, c[::-1]) for t, c in zip(treated, control, strict=True)])
+
+
+def _convolved(rows):
+    import numpy as np
+
+    out = np.ones(1)
+    for row in rows:
+        out = np.convolve(out, row)
+    return out
+
+
+def _binary(strata: Sequence[stats.Stratum]) -> bool:
+    return all(v in (0.0, 1.0) for s in strata for v in (*s.treatment, *s.control))
 
 
 def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
@@ -580,10 +666,12 @@ def _regressions(values: dict, cases: Sequence[PairedCase], config: PairedConfig
     return rows
 
 
-def _improvement(values: dict, cases: Sequence[PairedCase], config: PairedConfig, level: float):
+def _improvement(
+    values: dict, cases: Sequence[PairedCase], config: PairedConfig, level: float, beta=None
+):
     """The deciding metric pooled over the failing cases, stratified by case. Cases usually
     share one deciding metric; when they do not, each stratum is its own case's metric and the
-    evidence names them all."""
+    evidence names them all. `beta`: the level of this look's futility test, if it has one."""
     strata, names = [], set()
     accountable = _accountable(cases)
     for case in cases:
@@ -604,8 +692,13 @@ def _improvement(values: dict, cases: Sequence[PairedCase], config: PairedConfig
     result = _test(strata, config)
     row |= _result(result, level, "greater")
     row["significant"] = row["p_value"] <= level
-    if config.futility_beta is not None:
-        row["futility_upper"] = _finite(result.upper_bound(config.futility_beta))
+    if beta is not None:
+        row["futility_beta"] = beta
+        tested = [st for _, _, st in strata]
+        if _binary(tested):
+            row["futility_p"] = round(futility_p_rates(tested, config.futility_effect), 6)
+        else:
+            row["futility_upper"] = _finite(result.upper_bound(beta))
     return row
 
 

@@ -64,3 +64,38 @@ def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
             assert figures["replays"]["1"] in (None, cases * 8)
             assert figures["replays"]["2"] in (None, cases * 6)
     assert set(out["overall"]["replays_per_decided"]) == {"1", "2"}
+
+
+def test_the_noise_bench_runs_the_rates_futility_boundary():
+    # The test-based boundary on the verifier's pass/fail outcome: the grid runs through the
+    # exact test of the success rates and says which boundary it measured.
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_noise.py"),
+            "--grid",
+            "--groups",
+            "3",
+            "--bases",
+            "0.5",
+            "--effects",
+            "0.2",
+            "--harms",
+            "",
+            "--failing-cases",
+            "1",
+            "--win-counts",
+            "1",
+            "--per-case",
+            "1",
+            "--futility-beta",
+            "0.02",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "futility True (effect 0.2, beta 0.02)" in result.stdout
+    assert result.stdout.count("| 0.5 | 1 | 1 |") == 1

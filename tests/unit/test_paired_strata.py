@@ -212,14 +212,14 @@ def futility_look(cases: int, treatment: list[float], control: list[float]) -> l
 
 def test_futility_does_not_stop_a_look_that_cannot_rule_out_the_lift():
     # An estimate of −0.25 from one case at 4 repeats: the sign boundary stops it, but a rule
-    # lifting success by 0.2 reads that low often enough; the test-based boundary waits.
+    # lifting success by 0.2 reads that low often enough; the test of the rates waits.
     samples = futility_look(1, [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0])
     sign = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8))
     assert sign.outcome == "retire" and "futility" in sign.reason
     cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
     verdict = decide_paired(samples, FAILING[:1], cfg)
     assert verdict.evidence["improvement"]["effect"] == pytest.approx(-0.25)
-    assert verdict.evidence["improvement"]["futility_upper"] >= 0.2
+    assert verdict.evidence["improvement"]["futility_p"] >= 0.02
     assert verdict.outcome == "pending"
 
 
@@ -229,8 +229,8 @@ def test_futility_stops_a_look_whose_test_rules_out_the_lift():
     samples = futility_look(3, [0.0] * 4, [1.0, 1.0, 1.0, 0.0])
     cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
     verdict = decide_paired(samples, FAILING, cfg)
-    upper = verdict.evidence["improvement"]["futility_upper"]
-    assert upper < 0.2 and verdict.evidence["futility_bound"] == pytest.approx(upper)
+    p = verdict.evidence["improvement"]["futility_p"]
+    assert p < 0.02 and verdict.evidence["futility_bound"] == pytest.approx(p)
     assert verdict.outcome == "retire"
     assert "a lift of 0.2 ruled out at level 0.02" in verdict.reason
     assert verdict.reason.endswith("(a futility stop)")
