@@ -320,6 +320,15 @@ if not 0 < CAUTERWEB_REPLAY_ALPHA < 1:
     raise ImproperlyConfigured(
         f"CAUTERWEB_REPLAY_ALPHA={CAUTERWEB_REPLAY_ALPHA!r} must be between 0 and 1"
     )
+# 0: a look before the last retires when its effect estimate is below zero (the sign); above 0:
+# only when an exact test rules out a lift of 0.2 at this level in all (semantics §21.3) —
+# fewer helpful rules lost, more replays a rule.
+CAUTERWEB_REPLAY_FUTILITY_BETA = env_float("CAUTERWEB_REPLAY_FUTILITY_BETA", 0.0)
+if not 0 <= CAUTERWEB_REPLAY_FUTILITY_BETA < 1:
+    raise ImproperlyConfigured(
+        f"CAUTERWEB_REPLAY_FUTILITY_BETA={CAUTERWEB_REPLAY_FUTILITY_BETA!r} must be at least 0"
+        " and below 1"
+    )
 # randomized: forward trials are randomized experiments on the sessions that read a candidate's
 # scope, decided by an always-valid sequential test (semantics §20); baseline: §8 as written.
 CAUTERWEB_TRIAL_DESIGN = env_choice(

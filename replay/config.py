@@ -31,6 +31,7 @@ class RoundConfig:
     max_repeats: int = 8
     alpha: float = 0.05
     looks_per_round: int = 1
+    futility_beta: float | None = None  # None: the sign boundary (paired.PairedConfig)
 
     @property
     def replay_wired(self) -> bool:
@@ -64,6 +65,7 @@ class RoundConfig:
             max_repeats=settings.CAUTERWEB_REPLAY_MAX_REPEATS,
             alpha=settings.CAUTERWEB_REPLAY_ALPHA,
             looks_per_round=settings.CAUTERWEB_REPLAY_LOOKS_PER_ROUND,
+            futility_beta=settings.CAUTERWEB_REPLAY_FUTILITY_BETA or None,
         )
 
 

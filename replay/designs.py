@@ -346,6 +346,7 @@ class CandidateRun:
             promote_margin=self.cfg.margins.promote,
             max_repeats=self.cfg.max_repeats,
             lower_is_better=engine.lower_is_better(self.registry),
+            futility_beta=self.cfg.futility_beta,
         )
 
     def paired_cases(self) -> list[paired.PairedCase]:

@@ -224,3 +224,36 @@ def test_a_candidate_that_wants_samples_reaches_max_repeats_past_max_replay_atte
         (32, 1, "replay"),
         (32, 1, "forward_trial"),
     ]
+
+
+def treatment_fails_control_half(case, context):
+    """Pass/fail: the treatment arm never succeeds, the control arm every other repeat."""
+    context.mark_execution_started()
+    context.rule_tool(scope=case.rule["scope"])  # the treatment arm reads its candidate
+    metrics = dict(case.trajectory["metrics"])
+    passed = context.arm == "control" and context.repeat % 2 == 0
+    metrics["task_completion"] = 1.0 if passed else 0.0
+    return {"traces": [{"metrics": metrics}]}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("beta", "after_one_look"), [(0.0, "retired"), (0.02, "candidate")])
+def test_the_futility_boundary_is_the_configured_one(paired, beta, after_one_look):
+    # 0 of 4 against 2 of 4 on one case: below zero, so the sign retires at the first look;
+    # the exact test of the success rates cannot rule out a lift of 0.2 from four repeats
+    # and waits for more (semantics §21.3, CAUTERWEB_REPLAY_FUTILITY_BETA).
+    paired.CAUTERWEB_REPLAY_BACKEND = (
+        "tests.services.test_rounds_paired:treatment_fails_control_half"
+    )
+    paired.CAUTERWEB_REPLAY_FUTILITY_BETA = beta
+    corpus(failing("F-1"))
+    rule()
+    round_run()
+    candidate = Rule.objects.get()
+    assert candidate.state == after_one_look
+    if after_one_look == "retired":
+        assert (
+            "futility" in candidate.verdict_reason or "no improvement" in candidate.verdict_reason
+        )
+    else:
+        assert ReplaySample.objects.filter(rule_id=candidate.pk).count() == 8

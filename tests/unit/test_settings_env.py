@@ -75,6 +75,8 @@ def test_a_knob_is_read_from_its_environment_variable():
         ("CAUTERWEB_REPLAY_BACKEND", "not a path"),
         ("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", "0"),
         ("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", "two"),
+        ("CAUTERWEB_REPLAY_FUTILITY_BETA", "1"),
+        ("CAUTERWEB_REPLAY_FUTILITY_BETA", "-0.02"),
         ("CAUTERWEB_TRIAL_DESIGN", "bandit"),
         ("CAUTERWEB_TRIAL_ALLOCATION", "1"),
         ("CAUTERWEB_TRIAL_ALLOCATION", "half"),
