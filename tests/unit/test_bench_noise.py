@@ -12,37 +12,36 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
+def run_grid(*switches: str, **options: str) -> str:
+    """`bench_noise.py --grid` with these switches and options (`failing_cases="1"` →
+    `--failing-cases 1`); its output, after asserting it ran."""
+    flags = [
+        part for name, value in options.items() for part in (f"--{name.replace('_', '-')}", value)
+    ]
     result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "bench_noise.py"),
-            "--grid",
-            "--groups",
-            "2",
-            "--bases",
-            "0.3",
-            "--effects",
-            "0.4",
-            "--harms",
-            "0.5",
-            "--failing-cases",
-            "1,2",
-            "--win-counts",
-            "1",
-            "--per-case",
-            "1,2",
-            "--max-repeats",
-            "4",
-            "--json",
-        ],
+        [sys.executable, str(ROOT / "bench" / "bench_noise.py"), "--grid", *switches, *flags],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout)
+    return result.stdout
+
+
+def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
+    shown = run_grid(
+        "--json",
+        groups="2",
+        bases="0.3",
+        effects="0.4",
+        harms="0.5",
+        failing_cases="1,2",
+        win_counts="1",
+        per_case="1,2",
+        max_repeats="4",
+    )
+    out = json.loads(shown)
     cells = out["cells"]
     assert [(c["base"], c["failing"], c["wins"]) for c in cells] == [(0.3, 1, 1), (0.3, 2, 1)]
     for cell in cells:
@@ -69,33 +68,15 @@ def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
 def test_the_noise_bench_runs_the_rates_futility_boundary():
     # The test-based boundary on the verifier's pass/fail outcome: the grid runs through the
     # exact test of the success rates and says which boundary it measured.
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "bench_noise.py"),
-            "--grid",
-            "--groups",
-            "3",
-            "--bases",
-            "0.5",
-            "--effects",
-            "0.2",
-            "--harms",
-            "",
-            "--failing-cases",
-            "1",
-            "--win-counts",
-            "1",
-            "--per-case",
-            "1",
-            "--futility-beta",
-            "0.02",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
+    shown = run_grid(
+        groups="3",
+        bases="0.5",
+        effects="0.2",
+        harms="",
+        failing_cases="1",
+        win_counts="1",
+        per_case="1",
+        futility_beta="0.02",
     )
-    assert result.returncode == 0, result.stderr
-    assert "futility True (effect 0.2, beta 0.02)" in result.stdout
-    assert result.stdout.count("| 0.5 | 1 | 1 |") == 1
+    assert "futility True (effect 0.2, beta 0.02)" in shown
+    assert shown.count("| 0.5 | 1 | 1 |") == 1
