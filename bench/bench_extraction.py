@@ -14,8 +14,8 @@ Prints, for each split of comparison/data/extraction_eval.jsonl and of every `--
   held-out splits (comparison.train.HELD_OUT) were never fitted on;
 - the baseline comparator's AUC and accuracy beside the shipped one's (`--baseline`: a git
   ref whose comparison/ folder is taken with `git archive`, default `main`, or a folder that
-  holds a `comparison` package; `--baseline none` skips it; once this branch is merged, pass
-  the commit before it, e.g. 7514a75); it runs in its own process.
+  holds a `comparison` package; `--baseline none` skips it; to set an earlier comparator
+  beside it, pass that commit, e.g. 7514a75); it runs in its own process.
 Then the verdicts by error category on the held-out and `--pairs` splits, baseline beside
 shipped, pairs per second through `compare_many` (cold: texts never seen; warm: the same
 texts again) in CPU time and in wall time, in one process and over all the machine's cores

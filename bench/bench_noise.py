@@ -77,6 +77,22 @@ class Rule:
         return {"id": self.id, "scope": "bench", "metric": RULE_METRIC, "signature": []}
 
 
+def simulated(rule_id, args, base, effect, harm, failing, wins) -> Rule:
+    """A rule on its own flaky agent, with `failing` failing cases and `wins` protected wins."""
+    agent = StochasticAgent(
+        base_rate=base,
+        effect=effect,
+        win_rate=args.win_rate,
+        harm=harm,
+        noise=args.noise,
+        seed=args.seed,
+    )
+    cases = tuple((f"{rule_id}/F{j}", "failing") for j in range(failing)) + tuple(
+        (f"{rule_id}/W{j}", "win") for j in range(wins)
+    )
+    return Rule(rule_id, agent, cases)
+
+
 def registry() -> Registry:
     return Registry(
         {
@@ -159,19 +175,8 @@ def rules_of(cls: str, n: int, args) -> list[Rule]:
     harm = args.harm if cls == "harms" else 0.0
     out = []
     for i in range(n):
-        agent = StochasticAgent(
-            base_rate=args.base_rate,
-            effect=effect,
-            win_rate=args.win_rate,
-            harm=harm,
-            noise=args.noise,
-            seed=args.seed,
-        )
         rule_id = f"{cls.replace(' ', '-')}-{i}"
-        cases = tuple((f"{rule_id}/F{j}", "failing") for j in range(args.failing)) + tuple(
-            (f"{rule_id}/W{j}", "win") for j in range(args.wins)
-        )
-        out.append(Rule(rule_id, agent, cases))
+        out.append(simulated(rule_id, args, args.base_rate, effect, harm, args.failing, args.wins))
     return out
 
 
@@ -319,20 +324,10 @@ def measure_grid(args) -> list[dict]:
         for name, effect, harm in grid_classes(args):
             results = []  # per group: run_group's rows
             for g in range(args.groups):
-                agent = StochasticAgent(
-                    base_rate=cell.base,
-                    effect=effect,
-                    win_rate=args.win_rate,
-                    harm=harm,
-                    noise=args.noise,
-                    seed=args.seed,
-                )
                 gid = f"{name}-{cell.base:g}-{cell.failing}-{cell.wins}-g{g}"
-                cases = tuple((f"{gid}/F{j}", "failing") for j in range(cell.failing)) + tuple(
-                    (f"{gid}/W{j}", "win") for j in range(cell.wins)
-                )
-                group = Rule(f"{gid}/control", agent, cases)
-                rules = [Rule(f"{gid}/R{i}", agent, cases) for i in range(per_case)]
+                shape = simulated(gid, args, cell.base, effect, harm, cell.failing, cell.wins)
+                group = Rule(f"{gid}/control", shape.agent, shape.cases)
+                rules = [Rule(f"{gid}/R{i}", shape.agent, shape.cases) for i in range(per_case)]
                 results.append(run_group(rules, group, args.verifier, config))
             row["classes"][name] = summarize(results, ints(args.per_case))
         out.append(row)
