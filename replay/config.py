@@ -28,6 +28,7 @@ class RoundConfig:
     verifier: Any
     design: str = SINGLE
     concurrency: int = 1
+    batch: int = 4  # replays per Celery replay task at most (docs/semantics.md#s18-batches)
     max_repeats: int = 8
     alpha: float = 0.05
     looks_per_round: int = 1
@@ -62,6 +63,7 @@ class RoundConfig:
             else None,
             design=settings.CAUTERWEB_REPLAY_DESIGN,
             concurrency=settings.CAUTERWEB_REPLAY_CONCURRENCY,
+            batch=settings.CAUTERWEB_REPLAY_BATCH,
             max_repeats=settings.CAUTERWEB_REPLAY_MAX_REPEATS,
             alpha=settings.CAUTERWEB_REPLAY_ALPHA,
             looks_per_round=settings.CAUTERWEB_REPLAY_LOOKS_PER_ROUND,

@@ -248,6 +248,12 @@ class ThreadPool:
         answer = verify(self.cfg.verifier, session, flight.case.replay_input)
         return session, None, answer
 
+    def grow(self, slots: int) -> None:
+        """More threads, for a larger batch of a replay task; never fewer."""
+        while self.slots < slots:
+            self.slots += 1
+            self._spawn()
+
     def submit(self, job: Job, case: ReplayCase, context: RoundContext) -> None:
         flight = _Flight(job=job, case=case, context=context)
         self._flights[job.session_id] = flight
@@ -417,6 +423,21 @@ def _results_redis():
     return lock.redis_client(url) if url.startswith("redis") else None
 
 
+def batches(session_ids: list[str], most: int) -> list[list[str]]:
+    """Replays sent together, split into the fewest tasks of at most `most` replays, of sizes
+    as even as can be (9 by 4: 3, 3 and 3, not 4, 4 and 1), in order."""
+    if not session_ids:
+        return []
+    tasks = -(-len(session_ids) // max(1, most))
+    size, extra = divmod(len(session_ids), tasks)
+    out, at = [], 0
+    for k in range(tasks):
+        step = size + (k < extra)
+        out.append(session_ids[at : at + step])
+        at += step
+    return out
+
+
 @dataclass
 class _Sent:
     job: Job
@@ -428,8 +449,12 @@ class _Sent:
 class CeleryPool:
     """Replays as Celery tasks on any worker (semantics §18 with a broker).
 
-    A task stores its result in its row, then pushes it on the round's Redis list, where the
-    round blocks until one arrives: no query per poll, and no poll delay. The rows are read
+    The replays sent together go as batches of at most `cfg.batch` replays, one task each
+    (docs/semantics.md#s18-batches): a task claims its batch's replays in one statement, runs
+    them at once on its worker, stores the ones that finish together in one statement and
+    pushes them on the round's Redis list in one message, where the round blocks until one
+    arrives: no query per poll, and no poll delay. Each replay keeps its own row and lease, and
+    counts against the slots until its result is back. The rows are read
     once a second all the same (every `POLL_S` without Redis): for a result whose signal was
     lost, and for the replays' leases — a replay whose lease ran out lost its worker or its
     worker's connection, and is sent again at once (docs/semantics.md#s18-lease) instead of
@@ -443,7 +468,7 @@ class CeleryPool:
         cfg: RoundConfig,
         round_id: int,
         *,
-        send: Callable[[str], None],
+        send: Callable[[list[str]], None],
         clock: Callable[[], float] = time.monotonic,
     ):
         self.cfg, self.round_id, self._send, self._clock = cfg, round_id, send, clock
@@ -460,14 +485,15 @@ class CeleryPool:
 
     def submit_all(self, jobs: list[Job]) -> None:
         """Replays sent together (the round fills every free slot at once): their rows opened
-        in one statement, then a task each."""
+        in one statement, then a task per batch."""
         if not jobs:
             return
         open_sessions(jobs, self.round_id, status=ReplayStatus.QUEUED)
         now = self._clock()
         for job in jobs:
             self._flights[job.session_id] = _Sent(job, now, now)
-            self._send(job.session_id)
+        for batch in batches([job.session_id for job in jobs], self.cfg.batch):
+            self._send(batch)
 
     def busy(self) -> int:
         return len(self._flights)
@@ -493,31 +519,24 @@ class CeleryPool:
             return
         timeout = ROWS_EVERY_S if left is None else max(0.01, min(left, ROWS_EVERY_S))
         try:
-            popped = self._redis.blpop([self._key], timeout=timeout)
+            # Every message waiting, up to 64, in one round trip (BLMPOP, Redis 7).
+            popped = self._redis.blmpop(timeout, 1, self._key, direction="LEFT", count=64)
         except Exception:
             logger.warning("no replay signals from Redis; reading the rows", exc_info=True)
             self._polled_at = float("-inf")
             time.sleep(min(timeout, ROWS_EVERY_S))
             return
         if popped is not None:
-            self._signalled.append(popped[1])
+            self._signalled += popped[1]
 
     def _from_signals(self) -> list[RunResult]:
-        """The results a wait popped, with the rest of the list. The list is read only after
-        a pop found it not empty: a signal that arrived meanwhile makes the next pop return
-        at once, so an empty read before each wait would be a round trip for nothing."""
+        """The results a wait popped: a message holds the results a task stored together."""
         messages, self._signalled = self._signalled, []
-        if not messages:
-            return []
-        try:
-            messages += self._redis.lpop(self._key, 64) or []
-        except Exception:
-            logger.warning("no replay signals from Redis; reading the rows", exc_info=True)
         out = []
         for message in messages:
-            signal = json.loads(message)
-            if signal["id"] in self._flights:  # else collected from its row already
-                out.append(self._result(signal["id"], signal["result"]))
+            for signal in json.loads(message):
+                if signal["id"] in self._flights:  # else collected from its row already
+                    out.append(self._result(signal["id"], signal["result"]))
         return out
 
     def _from_rows(self) -> list[RunResult]:
@@ -531,19 +550,22 @@ class CeleryPool:
         rows = ReplaySession.objects.filter(pk__in=list(self._flights)).values_list(
             "pk", "status", "result", "attempts", "lease_expires_at"
         )
-        out = []
+        out, again = [], []
         for sid, status, stored, attempts, lease in rows:
             if status == ReplayStatus.DONE and stored is not None:
                 out.append(self._result(sid, stored))
             elif status == ReplayStatus.RUNNING and lease is not None and lease < now:
-                out += self._lease_ran_out(sid, attempts, now)
-            elif status == ReplayStatus.QUEUED:
-                self._resend_if_stale(sid)
+                out += self._lease_ran_out(sid, attempts, now, again)
+            elif status == ReplayStatus.QUEUED and self._stale(sid):
+                again.append(sid)
+        self._resend(again)
         return out
 
-    def _lease_ran_out(self, sid: str, attempts: int, now) -> list[RunResult]:
+    def _lease_ran_out(self, sid: str, attempts: int, now, again: list[str]) -> list[RunResult]:
         """Its worker stopped heartbeating: put it back in line, once (a conditional UPDATE
-        on the attempt that lost it), and send it again; or give up after MAX_ATTEMPTS."""
+        on the attempt that lost it), to be sent again (with the others of this reading: a
+        worker that died with a batch loses its unfinished replays, and only those are sent
+        again); or give up after MAX_ATTEMPTS."""
         expired = ReplaySession.objects.filter(
             pk=sid, status=ReplayStatus.RUNNING, attempts=attempts, lease_expires_at__lt=now
         )
@@ -556,22 +578,23 @@ class CeleryPool:
         if expired.update(status=ReplayStatus.QUEUED, lease_expires_at=None, claimed_by=""):
             logger.warning("replay %s: its worker stopped (attempt %s); sent again", sid, attempts)
             self.resent += 1
-            self._resend(sid)
+            again.append(sid)
             self._flights[sid].since = self._clock()
         return []
 
-    def _resend_if_stale(self, sid: str) -> None:
+    def _stale(self, sid: str) -> bool:
         sent = self._flights[sid]
-        if self._clock() - sent.at > RESEND_QUEUED_S * sent.sends:
-            self._resend(sid)
+        return self._clock() - sent.at > RESEND_QUEUED_S * sent.sends
 
-    def _resend(self, sid: str) -> None:
-        sent = self._flights[sid]
-        sent.at, sent.sends = self._clock(), sent.sends + 1
-        try:
-            self._send(sid)
-        except Exception:
-            logger.warning("replay %s: could not send it again; tried later", sid, exc_info=True)
+    def _resend(self, sids: list[str]) -> None:
+        for sid in sids:
+            sent = self._flights[sid]
+            sent.at, sent.sends = self._clock(), sent.sends + 1
+        for batch in batches(sids, self.cfg.batch):
+            try:
+                self._send(batch)
+            except Exception:
+                logger.warning("replays %s: could not send them again; tried later", batch)
 
     def _result(self, sid: str, stored: dict) -> RunResult:
         sent = self._flights.pop(sid)
@@ -626,78 +649,126 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"[:128]
 
 
+# --- a replay task's side: a batch of replays (docs/semantics.md#s18-batches) ------------------
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    """A replay a task holds: what it is, and the attempt its lease is for (the fence)."""
+
+    job: Job
+    round_id: int | None
+    token: str
+    attempt: int
+
+
 def _claim(session_id: str) -> tuple | None:
-    """Take a replay, and read what it is, in one statement: a queued one, or one whose lease
-    ran out (its worker died and the broker handed the task on). Counts the attempt and
-    takes the lease. None if another delivery of the task holds it, or it is done. The
-    task's first statement: it is what finds a connection that broke since the last task
-    (`replay_task` skips the health check that cost every task a round trip)."""
-    return _on_a_fresh_connection_once(session_id, "claiming", lambda: _claim_once(session_id))
+    """One replay's claim (`_claim_all` of one): what it is and its attempt, or None."""
+    rows = _claim_all([session_id])
+    return rows[0][1:] if rows else None
 
 
-def _claim_once(session_id: str) -> tuple | None:
+def _claim_all(session_ids: list[str]) -> list[tuple]:
+    """Take a batch's replays, and read what they are, in one statement: each one queued, or
+    whose lease ran out (its worker died and the broker handed the task on). Counts an
+    attempt each and takes their leases; one another delivery holds, or that is done, is
+    not taken. Rows in the batch's order. The task's first statement: it is what finds a
+    connection that broke since the last task (`replay_task` skips the health check that cost
+    every task a round trip)."""
+    rows = _on_a_fresh_connection_once(session_ids[0], "claiming", lambda: _claim_once(session_ids))
+    order = {sid: i for i, sid in enumerate(session_ids)}
+    return sorted(rows, key=lambda row: order[row[0]])
+
+
+def _claim_once(session_ids: list[str]) -> list[tuple]:
     table = ReplaySession._meta.db_table
     now = timezone.now()
+    ids = ", ".join(["%s"] * len(session_ids))
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET status = %s, attempts = attempts + 1, lease_expires_at = %s, "
-            "claimed_by = %s "
-            "WHERE id = %s AND (status = %s OR (status = %s AND lease_expires_at < %s)) "
-            "RETURNING rule_id, case_id, kind, arm, repeat, round_id, token, attempts",
+            f"claimed_by = %s WHERE id IN ({ids}) "
+            "AND (status = %s OR (status = %s AND lease_expires_at < %s)) "
+            "RETURNING id, rule_id, case_id, kind, arm, repeat, round_id, token, attempts",
             [
                 ReplayStatus.RUNNING,
                 now + timedelta(seconds=LEASE_S),
                 _worker_name(),
-                session_id,
+                *session_ids,
                 ReplayStatus.QUEUED,
                 ReplayStatus.RUNNING,
                 now,
             ],
         )
-        return cursor.fetchone()
+        return cursor.fetchall()
 
 
-def _beat(session_id: str, attempt: int) -> bool:
-    """Push a claimed replay's lease out; False when this attempt no longer holds it (the
-    round gave up on it and sent it again): its result will not be stored."""
+def _fence(leases: dict[str, int]) -> tuple[str, list]:
+    """`WHERE` text and parameters matching each replay at the attempt this task holds."""
+    text = " OR ".join(["(id = %s AND attempts = %s)"] * len(leases))
+    return f"status = %s AND ({text})", [
+        ReplayStatus.RUNNING,
+        *(x for sid, attempt in leases.items() for x in (sid, attempt)),
+    ]
+
+
+def _beat(leases: dict[str, int]) -> set[str]:
+    """Push the leases of a task's unfinished replays out, in one statement; the replays
+    whose lease this task still holds (one it lost was sent again by the round, and its
+    result will not be stored)."""
+    where, params = _fence(leases)
+    table = ReplaySession._meta.db_table
     try:
-        return bool(
-            ReplaySession.objects.filter(
-                pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
-            ).update(lease_expires_at=timezone.now() + timedelta(seconds=LEASE_S))
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET lease_expires_at = %s WHERE {where} RETURNING id",
+                [timezone.now() + timedelta(seconds=LEASE_S), *params],
+            )
+            return {row[0] for row in cursor.fetchall()}
     except DatabaseError:
         if connection.in_atomic_block:
             raise
-        logger.warning("replay %s: heartbeat failed; retrying", session_id)
+        logger.warning("replays %s: heartbeat failed; retrying", ", ".join(leases))
         connection.close()  # the next beat, or the store, opens a fresh one
-        return True
+        return set(leases)
 
 
-def _waited_out(pool: ThreadPool, session_id: str, attempt: int) -> RunResult:
-    """The replay's result, its lease pushed out every HEARTBEAT_S while its harness runs
-    (docs/semantics.md#s18-lease). The task's own thread beats between its waits: a replay
-    shorter than a period writes no heartbeat and starts no thread for one."""
-    held = True
+# Once one of a batch's replays finished, the task waits this long at most for the others
+# still running before it stores and signals what finished: replays started together end
+# together, and then cost one store and one signal (and the round one wake), not one each.
+COALESCE_S = 0.01
+
+
+def _finished_together(pool: ThreadPool, leases: dict[str, int]) -> list[RunResult]:
+    """The next results of the task's replays, their leases pushed out every HEARTBEAT_S
+    while their harnesses run (docs/semantics.md#s18-lease). The task's own thread beats
+    between its waits: replays shorter than a period write no heartbeat."""
     while not (results := pool.wait(at_most=HEARTBEAT_S)):
-        held = held and _beat(session_id, attempt)
-    (result,) = results
-    return result
+        if leases:
+            held = _beat(leases)
+            for lost in set(leases) - held:
+                del leases[lost]  # not pushed again once lost
+    until = time.monotonic() + COALESCE_S
+    while pool.busy() and (left := until - time.monotonic()) > 0:
+        results += pool.wait(at_most=left)
+    return results
 
 
 _workers = threading.local()
 
 
-def _worker_pool(cfg: RoundConfig) -> ThreadPool:
-    """The one replay thread of this worker thread, reused from task to task (a thread started
-    per replay cost more than the bookkeeping around it); a fresh one for a new configuration.
-    A harness that overruns is abandoned as in a round (`ThreadPool`), its slot refilled."""
+def _worker_pool(cfg: RoundConfig, slots: int) -> ThreadPool:
+    """The replay threads of this worker thread, reused from task to task (a thread started
+    per replay cost more than the bookkeeping around it); a fresh pool for a new
+    configuration, more threads for a larger batch. A harness that overruns is abandoned as
+    in a round (`ThreadPool`), its slot refilled."""
     held = getattr(_workers, "pool", None)
     if held is not None and held.cfg == cfg:
+        held.grow(slots)
         return held
     if held is not None:
         held.close()
-    _workers.pool = ThreadPool(cfg, slots=1)
+    _workers.pool = ThreadPool(cfg, slots=slots)
     return _workers.pool
 
 
@@ -712,24 +783,30 @@ def _json_safe(stored: dict) -> dict:
 
 
 def _store(session_id: str, attempt: int, stored: dict) -> bool:
-    """Keep the result, if this attempt still holds the replay (a conditional UPDATE: the
-    fence)."""
-    held = ReplaySession.objects.filter(
-        pk=session_id, status=ReplayStatus.RUNNING, attempts=attempt
-    )
-    return _on_a_fresh_connection_once(
-        session_id,
-        "storing",
-        lambda: (
-            held.update(
-                status=ReplayStatus.DONE,
-                result=stored,
-                finished_at=timezone.now(),
-                lease_expires_at=None,
-            )
-            == 1
-        ),
-    )
+    """One replay's store (`_store_all` of one)."""
+    return session_id in _store_all({session_id: (attempt, stored)})
+
+
+def _store_all(results: dict[str, tuple[int, dict]]) -> set[str]:
+    """Keep the results, in one statement, of the replays whose attempt still holds them (a
+    conditional UPDATE on each replay's attempt: the fence); the ones kept."""
+    first = next(iter(results))
+    return _on_a_fresh_connection_once(first, "storing", lambda: _store_once(results))
+
+
+def _store_once(results: dict[str, tuple[int, dict]]) -> set[str]:
+    where, params = _fence({sid: attempt for sid, (attempt, _) in results.items()})
+    json_value = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
+    cases_sql = " ".join([f"WHEN %s THEN {json_value}"] * len(results))
+    values = [x for sid, (_, stored) in results.items() for x in (sid, json.dumps(stored))]
+    table = ReplaySession._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET status = %s, result = CASE id {cases_sql} END, "
+            f"finished_at = %s, lease_expires_at = NULL WHERE {where} RETURNING id",
+            [ReplayStatus.DONE, *values, timezone.now(), *params],
+        )
+        return {row[0] for row in cursor.fetchall()}
 
 
 def _on_a_fresh_connection_once(session_id: str, doing: str, statement: Callable[[], Any]) -> Any:
@@ -748,43 +825,84 @@ def _on_a_fresh_connection_once(session_id: str, doing: str, statement: Callable
 
 
 def run_stored(session_id: str) -> bool:
-    """The body of `replay_task`: claim the replay (a redelivered task finds it claimed and
-    does nothing), run it in this worker under the same timeouts with its lease kept alive,
-    store the result if the lease is still this attempt's, and signal it to the round."""
-    claimed = _claim(session_id)
-    if claimed is None:
-        return False
-    rule_id, case_id, kind, arm, repeat, round_id, token, attempt = claimed
-    rule = _rule_of_round(rule_id, round_id)
+    """One replay as a task of one (`run_batch`): whether its result was stored."""
+    return run_batch([session_id]) == 1
+
+
+def run_batch(session_ids: list[str]) -> int:
+    """The body of `replay_task` (docs/semantics.md#s18-batches): claim the batch's replays in
+    one statement (a redelivered task finds those done or held by another delivery taken and
+    runs only the rest, often none), run them at once on this worker's replay threads under
+    the same timeouts with their leases kept alive, store each group that finishes together
+    in one statement — only the results whose lease is still this attempt's — and signal
+    them to the round in one message. Returns how many results were stored."""
+    claimed = [_claimed(row) for row in _claim_all(session_ids)] if session_ids else []
+    if not claimed:
+        return 0
     cfg = RoundConfig.from_settings()
+    pool = _worker_pool(cfg, len(claimed))
+    for held in claimed:
+        _submit_claimed(pool, cfg, held)
+    by_id = {held.job.session_id: held for held in claimed}
+    leases = {sid: held.attempt for sid, held in by_id.items()}
+    stored = 0
+    while pool.busy():
+        results = _finished_together(pool, leases)
+        for result in results:
+            leases.pop(result.job.session_id, None)
+        stored += _kept(results, by_id)
+    return stored
+
+
+def _claimed(row: tuple) -> _Claimed:
+    session_id, rule_id, case_id, kind, arm, repeat, round_id, token, attempt = row
     job = Job(rule_id, case_id, kind, arm, repeat, session_id)
-    context = context_for(
-        job, actives=_actives_of_round(round_id), rule=rule, cfg=cfg, token=token or ""
-    )
-    pool = _worker_pool(cfg)
-    pool.submit(job, cases.replay_case(_case_of_round(case_id, round_id), kind, rule), context)
-    result = _waited_out(pool, session_id, attempt)
-    stored = asdict(result)
-    del stored["job"]
-    stored = _json_safe(stored)
-    if not _store(session_id, attempt, stored):
+    return _Claimed(job=job, round_id=round_id, token=token or "", attempt=attempt)
+
+
+def _submit_claimed(pool: ThreadPool, cfg: RoundConfig, held: _Claimed) -> None:
+    """A claimed replay onto a replay thread: its candidate, case and the round's baseline are
+    read once per worker process and round."""
+    job = held.job
+    rule = _rule_of_round(job.rule_id, held.round_id)
+    actives = _actives_of_round(held.round_id)
+    context = context_for(job, actives=actives, rule=rule, cfg=cfg, token=held.token)
+    case = cases.replay_case(_case_of_round(job.case_id, held.round_id), job.kind, rule)
+    pool.submit(job, case, context)
+
+
+def _kept(results: list[RunResult], by_id: dict[str, _Claimed]) -> int:
+    """Store results that finished together, and signal the ones stored to their round."""
+    if not results:
+        return 0
+    rows = {}
+    for result in results:
+        stored = asdict(result)
+        del stored["job"]
+        rows[result.job.session_id] = (by_id[result.job.session_id].attempt, _json_safe(stored))
+    kept = _store_all(rows)
+    for sid in set(rows) - kept:
         logger.warning(
-            "replay %s: attempt %s lost its lease; its result is dropped", session_id, attempt
+            "replay %s: attempt %s lost its lease; its result is dropped", sid, rows[sid][0]
         )
-        return False
-    _signal(round_id, session_id, stored)
-    return True
+    by_round: dict[int | None, list] = {}
+    for sid in kept:
+        by_round.setdefault(by_id[sid].round_id, []).append((sid, rows[sid][1]))
+    for round_id, signals in by_round.items():
+        _signal(round_id, signals)
+    return len(kept)
 
 
-def _signal(round_id: int | None, session_id: str, stored: dict) -> None:
-    """Tell the round, which blocks on its list; if this fails it finds the row anyway."""
+def _signal(round_id: int | None, results: list[tuple[str, dict]]) -> None:
+    """Tell the round, which blocks on its list, in one message for results stored together;
+    if this fails it finds the rows anyway."""
     client = _results_redis()
     if client is None or round_id is None:
         return
-    message = json.dumps({"id": session_id, "result": stored})
+    message = json.dumps([{"id": sid, "result": stored} for sid, stored in results])
     try:
         client.pipeline(transaction=False).rpush(results_key(round_id), message).expire(
             results_key(round_id), SIGNALS_TTL_S
         ).execute()
     except Exception:
-        logger.warning("replay %s: no signal to its round; it reads the row", session_id)
+        logger.warning("replays %s: no signal to their round; it reads the rows", len(results))

@@ -283,7 +283,7 @@ def _pool(cfg: RoundConfig, round_id: int):
         # By name (registered in replay/apps.py): replay/tasks.py calls this module.
         replay_task = current_app.tasks["replay.tasks.replay_task"]
         return CeleryPool(
-            cfg, round_id, send=lambda sid: replay_task.apply_async(kwargs={"session_id": sid})
+            cfg, round_id, send=lambda ids: replay_task.apply_async(kwargs={"session_ids": ids})
         )
     return ThreadPool(cfg)
 

@@ -20,10 +20,11 @@ def round_run_task(*, kicked_by: str = "") -> int | None:
 
 
 # Acknowledged when it ends, and handed back to the broker if its worker dies: a delivery
-# of a replay that is done, or whose lease another attempt holds, claims nothing and ends
+# of a batch whose replays are done, or whose leases another attempt holds, claims nothing
+# and ends; one whose worker died mid-batch runs only the replays not done
 # (docs/semantics.md#s18-lease), so a redelivery is harmless. Its claim and its store each
 # try once more on a fresh connection, so it skips the health check between tasks (a round
-# trip before every replay; cauterweb/celery.py).
+# trip before every task; cauterweb/celery.py).
 @shared_task(
     name="replay.tasks.replay_task",
     ignore_result=True,
@@ -31,8 +32,9 @@ def round_run_task(*, kicked_by: str = "") -> int | None:
     reject_on_worker_lost=True,
     reconnects_itself=True,
 )
-def replay_task(*, session_id: str) -> bool:
-    """One replay of a round, on whichever worker is free; its result goes to its row."""
-    from .dispatch import run_stored
+def replay_task(*, session_ids: list[str]) -> int:
+    """A batch of a round's replays, on whichever worker is free; their results go to their
+    rows. Returns how many it stored."""
+    from .dispatch import run_batch
 
-    return run_stored(session_id)
+    return run_batch(session_ids)

@@ -163,7 +163,7 @@ def test_a_replay_whose_lease_ran_out_is_sent_again_at_once_and_counts_once():
     expire_lease()  # ... and died: no heartbeat
     clock.now = 2.0  # seconds later, far from the replay's deadline (300 s + grace)
     assert pool.wait(at_most=0) == []
-    assert sent == [SID, SID] and pool.busy() == 1 and pool.resent == 1
+    assert sent == [[SID], [SID]] and pool.busy() == 1 and pool.resent == 1
     row = ReplaySession.objects.get()
     assert (row.status, row.attempts, row.lease_expires_at) == ("queued", 1, None)
     assert dispatch._store(SID, 1, {"error": "the dead worker's"}) is False
@@ -206,9 +206,9 @@ def test_a_replay_left_queued_is_sent_again_a_duplicate_claims_nothing():
     pool = CeleryPool(cfg, 1, send=sent.append, clock=clock)
     pool.submit(job())
     clock.now = dispatch.RESEND_QUEUED_S + 1
-    assert pool.wait(at_most=0) == [] and sent == [SID, SID]
+    assert pool.wait(at_most=0) == [] and sent == [[SID], [SID]]
     clock.now += 1.0 + dispatch.ROWS_EVERY_S
-    assert pool.wait(at_most=0) == [] and sent == [SID, SID]  # backs off
+    assert pool.wait(at_most=0) == [] and sent == [[SID], [SID]]  # backs off
 
 
 def slow(case, context):
@@ -277,10 +277,10 @@ def test_an_attempt_that_lost_its_lease_stops_beating_and_stores_nothing(setting
     rule("R-1")
     beats = []
 
-    def taken_over_then_beat(session_id, attempt):
+    def taken_over_then_beat(leases):
         # Meanwhile the round sent it again and another worker claimed it.
-        ReplaySession.objects.update(attempts=attempt + 1)
-        beats.append(dispatch_beat(session_id, attempt))
+        ReplaySession.objects.update(attempts=leases[SID] + 1)
+        beats.append(dispatch_beat(leases))
         return beats[-1]
 
     dispatch_beat = dispatch._beat
@@ -288,7 +288,7 @@ def test_an_attempt_that_lost_its_lease_stops_beating_and_stores_nothing(setting
     monkeypatch.setattr(dispatch, "HEARTBEAT_S", 0.05)
     dispatch.open_session(job(), 1, status="queued")
     assert dispatch.run_stored(SID) is False
-    assert beats == [False]  # not pushed again once lost
+    assert beats == [set()]  # not pushed again once lost
     row = ReplaySession.objects.get()
     assert (row.status, row.result) == ("running", None)
 

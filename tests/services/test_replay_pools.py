@@ -119,7 +119,7 @@ def test_a_replay_task_lost_with_its_worker_is_counted_inconclusive():
     clock, sent = Clock(), []
     pool = CeleryPool(config(None, timeout=30.0, concurrency=2), 1, send=sent.append, clock=clock)
     pool.submit(job("F-1"))
-    assert sent == ["replay:1:R-1:F-1"] and pool.busy() == 1
+    assert sent == [["replay:1:R-1:F-1"]] and pool.busy() == 1
     clock.now = 30.0 + 60.0 + 1  # past its timeout and the grace: its worker is gone
     (lost,) = pool.wait()
     assert (lost.job.case_id, lost.error) == ("F-1", "the replay task was lost with its worker")
@@ -158,14 +158,19 @@ def test_a_replay_task_claims_its_replay_once_and_stores_its_result(settings):
 
 
 @pytest.mark.django_db
-def test_replays_sent_together_open_their_rows_in_one_statement(django_assert_num_queries):
+def test_replays_sent_together_open_their_rows_in_one_statement_and_go_as_batches(
+    django_assert_num_queries,
+):
+    # docs/semantics.md#s18-batches: a task per batch of at most `batch` replays; each replay
+    # still one row, one slot.
     rule("R-1")
     sent = []
     pool = CeleryPool(config(None, concurrency=8), 1, send=sent.append)
     jobs = [job(f"F-{i}") for i in range(8)]
     with django_assert_num_queries(1):
         pool.submit_all(jobs)
-    assert sent == [j.session_id for j in jobs] and pool.free() == 0
+    ids = [j.session_id for j in jobs]
+    assert sent == [ids[:4], ids[4:]] and pool.free() == 0 and pool.busy() == 8
     rows = ReplaySession.objects.order_by("id")
     assert [(r.status, r.round_id) for r in rows] == [("queued", 1)] * 8
     assert len({r.token for r in rows}) == 8  # each its own capability
@@ -174,7 +179,7 @@ def test_replays_sent_together_open_their_rows_in_one_statement(django_assert_nu
 @pytest.mark.django_db
 def test_a_result_whose_signal_was_lost_is_read_from_its_row():
     rule("R-1")
-    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
+    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda ids: None)
     pool.submit(job("F-1"))
     ReplaySession.objects.update(status="done", result={"metrics": {"task_completion": 1.0}})
     (done,) = pool.wait(at_most=5.0)
@@ -189,9 +194,9 @@ def test_a_result_signalled_on_the_rounds_list_is_collected_before_its_row_says_
     from replay import dispatch
 
     rule("R-1")
-    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
+    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda ids: None)
     pool.submit(job("F-1"))
-    message = {"id": "replay:1:R-1:F-1", "result": {"metrics": {"task_completion": 1.0}}}
+    message = [{"id": "replay:1:R-1:F-1", "result": {"metrics": {"task_completion": 1.0}}}]
     dispatch._results_redis().rpush(dispatch.results_key(1), json.dumps(message))
     try:
         (done,) = pool.wait(at_most=5.0)
@@ -207,28 +212,30 @@ class SignalsList:
     def __init__(self, *messages: str):
         self.messages, self.calls = list(messages), []
 
-    def blpop(self, keys, timeout):
-        self.calls.append("blpop")
-        return (keys[0], self.messages.pop(0)) if self.messages else None
-
-    def lpop(self, key, count):
-        self.calls.append("lpop")
+    def blmpop(self, timeout, numkeys, key, *, direction, count):
+        self.calls.append("blmpop")
         popped, self.messages = self.messages[:count], self.messages[count:]
-        return popped
+        return (key, popped) if popped else None
 
 
 @pytest.mark.django_db
-def test_a_wait_reads_the_signals_list_only_after_a_pop_found_it_not_empty():
+def test_a_wait_pops_every_signal_waiting_in_one_round_trip():
     import json
 
     rule("R-1")
-    pool = CeleryPool(config(None, concurrency=2), 1, send=lambda sid: None)
-    pool.submit_all([job("F-1"), job("F-2")])
+    pool = CeleryPool(config(None, concurrency=4), 1, send=lambda ids: None)
+    pool.submit_all([job("F-1"), job("F-2"), job("F-3")])
     pool._polled_at = float("inf")  # the rows are not read in this test
-    done = [
-        json.dumps({"id": f"replay:1:R-1:{c}", "result": {"metrics": {"task_completion": 1.0}}})
-        for c in ("F-1", "F-2")
-    ]
-    pool._redis = SignalsList(*done)
-    assert sorted(r.job.case_id for r in pool.wait(at_most=5.0)) == ["F-1", "F-2"]
-    assert pool._redis.calls == ["blpop", "lpop"]  # no empty read before the pop
+
+    def done(*case_ids):
+        return json.dumps(
+            [
+                {"id": f"replay:1:R-1:{c}", "result": {"metrics": {"task_completion": 1.0}}}
+                for c in case_ids
+            ]
+        )
+
+    # Two tasks' messages: one holds the two results its task stored together.
+    pool._redis = SignalsList(done("F-1", "F-2"), done("F-3"))
+    assert sorted(r.job.case_id for r in pool.wait(at_most=5.0)) == ["F-1", "F-2", "F-3"]
+    assert pool._redis.calls == ["blmpop"] and pool.busy() == 0
