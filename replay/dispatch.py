@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -60,6 +59,10 @@ LOST_GRACE_S = 60.0
 LEASE_S = 10.0
 HEARTBEAT_S = 2.0
 MAX_ATTEMPTS = 3
+# With a broker, slots that free up while fewer than a batch are free are held back this long
+# at most, for more to free up and be sent with them (docs/semantics.md#s18-batches): replays
+# sent together end together, so the round's sends, and the tasks, settle at whole batches.
+FILL_S = 0.02
 # A replay still queued this long after it was sent is sent again (a duplicate finds it
 # claimed and does nothing): the message may sit with a worker that died before claiming
 # it, until the broker's visibility timeout.
@@ -478,7 +481,10 @@ class CeleryPool:
         self._key = results_key(round_id)
         self._signalled: list[bytes] = []
         self._polled_at = float("-inf")
+        self._fill = min(cfg.batch, self.slots)  # slots sent together once free
+        self._held_since: float | None = None
         self.resent = 0  # replays sent again after their lease ran out (for the summary)
+        self.tasks = 0  # replay tasks sent (for the summary)
 
     def submit(self, job: Job, case: ReplayCase | None = None, context=None) -> None:
         self.submit_all([job])
@@ -493,19 +499,32 @@ class CeleryPool:
         for job in jobs:
             self._flights[job.session_id] = _Sent(job, now, now)
         for batch in batches([job.session_id for job in jobs], self.cfg.batch):
+            self.tasks += 1
             self._send(batch)
 
     def busy(self) -> int:
         return len(self._flights)
 
     def free(self) -> int:
-        return self.slots - len(self._flights)
+        """The free slots; none while fewer than a batch are free, replays are in flight and
+        the first of them freed less than FILL_S ago (more are about to free up)."""
+        free = self.slots - len(self._flights)
+        if free <= 0 or free >= self._fill or not self._flights:
+            self._held_since = None
+            return max(free, 0)
+        if self._held_since is None:
+            self._held_since = self._clock()
+        return free if self._clock() - self._held_since >= FILL_S else 0
 
     def queued(self) -> dict[str, int]:
         return {}  # sent: queued or running on a worker, the round cannot tell
 
     def wait(self, *, at_most: float | None = None) -> list[RunResult]:
+        """Results back, or [] once `at_most` passed or slots held back are due to be sent."""
         until = None if at_most is None else self._clock() + at_most
+        if self._held_since is not None:
+            due = self._held_since + FILL_S
+            until = due if until is None else min(until, due)
         while True:
             results = self._from_signals() + self._from_rows() + self._lost()
             if results or (until is not None and self._clock() >= until):
@@ -625,24 +644,50 @@ class CeleryPool:
                 logger.warning("could not delete %s; it expires", self._key, exc_info=True)
 
 
-@lru_cache(maxsize=4)
-def _actives_of_round(round_id: int | None) -> cases.Actives:
-    """A round's baseline, read once per worker process: it is fixed for the round."""
-    return cases.Actives.at_round_start(round_id)
+class _RoundReads:
+    """What a worker process reads of a round, once: its baseline (fixed for the round), and
+    each candidate and case its replays name — a candidate's other replays, and every
+    candidate of a scope's protected wins, come here too. The ones a batch names that this
+    process has not read yet are read in one statement each; a later round reads afresh."""
+
+    MOST = 1024  # candidates or cases kept per round; past that they are read again
+
+    def __init__(self, round_id: int | None):
+        self.round_id = round_id
+        self._actives: cases.Actives | None = None
+        self.rules: dict[str, Rule] = {}
+        self.cases: dict[str, Trajectory] = {}
+
+    def actives(self) -> cases.Actives:
+        if self._actives is None:
+            self._actives = cases.Actives.at_round_start(self.round_id)
+        return self._actives
+
+    def read(self, jobs: list[Job]) -> None:
+        for kept, model, ids in (
+            (self.rules, Rule, {job.rule_id for job in jobs}),
+            (self.cases, Trajectory, {job.case_id for job in jobs}),
+        ):
+            if len(kept) > self.MOST:
+                kept.clear()
+            if missing := ids - kept.keys():
+                kept.update(model.objects.in_bulk(sorted(missing)))
 
 
-@lru_cache(maxsize=64)
-def _rule_of_round(rule_id: str, round_id: int | None) -> Rule:
-    """A candidate as its round reads it, once per worker process (its other replays come
-    here too); a later round reads it afresh."""
-    return Rule.objects.get(pk=rule_id)
+_rounds_read: dict[int | None, _RoundReads] = {}
 
 
-@lru_cache(maxsize=256)
-def _case_of_round(case_id: str, round_id: int | None) -> Trajectory:
-    """A case, once per worker process and round: every candidate of a scope replays the
-    same protected wins."""
-    return Trajectory.objects.get(pk=case_id)
+def _reads_of(round_id: int | None) -> _RoundReads:
+    if round_id not in _rounds_read:
+        if len(_rounds_read) >= 4:  # the oldest round's go
+            del _rounds_read[next(iter(_rounds_read))]
+        _rounds_read[round_id] = _RoundReads(round_id)
+    return _rounds_read[round_id]
+
+
+def forget_rounds() -> None:
+    """Read every round afresh (tests, where round ids repeat from database to database)."""
+    _rounds_read.clear()
 
 
 def _worker_name() -> str:
@@ -841,6 +886,8 @@ def run_batch(session_ids: list[str]) -> int:
         return 0
     cfg = RoundConfig.from_settings()
     pool = _worker_pool(cfg, len(claimed))
+    for round_id in {held.round_id for held in claimed}:
+        _reads_of(round_id).read([held.job for held in claimed if held.round_id == round_id])
     for held in claimed:
         _submit_claimed(pool, cfg, held)
     by_id = {held.job.session_id: held for held in claimed}
@@ -862,12 +909,11 @@ def _claimed(row: tuple) -> _Claimed:
 
 def _submit_claimed(pool: ThreadPool, cfg: RoundConfig, held: _Claimed) -> None:
     """A claimed replay onto a replay thread: its candidate, case and the round's baseline are
-    read once per worker process and round."""
-    job = held.job
-    rule = _rule_of_round(job.rule_id, held.round_id)
-    actives = _actives_of_round(held.round_id)
-    context = context_for(job, actives=actives, rule=rule, cfg=cfg, token=held.token)
-    case = cases.replay_case(_case_of_round(job.case_id, held.round_id), job.kind, rule)
+    read once per worker process and round (`_RoundReads`)."""
+    job, reads = held.job, _reads_of(held.round_id)
+    rule = reads.rules[job.rule_id]
+    context = context_for(job, actives=reads.actives(), rule=rule, cfg=cfg, token=held.token)
+    case = cases.replay_case(reads.cases[job.case_id], job.kind, rule)
     pool.submit(job, case, context)
 
 

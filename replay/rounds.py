@@ -238,6 +238,7 @@ def _round(*, lease: lock.Lease, kicked_by: str, now: datetime, on_progress) -> 
     work.summary["elapsed_s"] = round(time.monotonic() - work.begun, 4)
     if isinstance(work.pool, CeleryPool):
         work.summary["replays_resent"] = work.pool.resent
+        work.summary["replay_tasks"] = work.pool.tasks
     _finish_surely(vround.pk, work.summary, status, work.progress())
     vround.refresh_from_db()
     return vround

@@ -62,7 +62,7 @@ def test_a_round_with_an_unimportable_backend_finishes_with_each_replay_inconclu
 @pytest.mark.django_db
 def test_a_replay_worker_that_cannot_import_the_backend_stores_the_reason_at_once(settings):
     settings.CAUTERWEB_REPLAY_BACKEND = MISSING
-    dispatch._actives_of_round.cache_clear()
+    dispatch.forget_rounds()
     corpus(failing("F-1"))
     rule("R-1")
     sid = "replay:1:R-1:F-1"

@@ -77,7 +77,7 @@ def nan_verifier(session, replay_input):
 def stored_replay(settings, backend: str, verifier: str = "") -> ReplaySession:
     settings.CAUTERWEB_REPLAY_BACKEND = f"tests.services.test_replay_leases:{backend}"
     settings.CAUTERWEB_VERIFIER = verifier and f"tests.services.test_replay_leases:{verifier}"
-    dispatch._actives_of_round.cache_clear()
+    dispatch.forget_rounds()
     corpus(failing("F-1"))
     rule("R-1")
     dispatch.open_session(job(), 1, status="queued")
@@ -217,8 +217,7 @@ def slow(case, context):
 
 
 def clear_worker_caches() -> None:
-    for cached in (dispatch._actives_of_round, dispatch._rule_of_round, dispatch._case_of_round):
-        cached.cache_clear()
+    dispatch.forget_rounds()
 
 
 @pytest.fixture

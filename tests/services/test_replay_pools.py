@@ -138,7 +138,7 @@ def test_a_replay_task_claims_its_replay_once_and_stores_its_result(settings):
     from tests.scenarios import corpus, failing
 
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_pools:instant"
-    dispatch._actives_of_round.cache_clear()
+    dispatch.forget_rounds()
     corpus(failing("F-1"))
     rule("R-1")
     dispatch.open_session(job("F-1"), 1, status="queued")
