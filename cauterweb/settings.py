@@ -353,7 +353,7 @@ CAUTERWEB_REPLAY_CONCURRENCY = env_int("CAUTERWEB_REPLAY_CONCURRENCY", 1, minimu
 # With a broker: replays per Celery task at most. The replays a round sends together go as
 # batches, each claimed, stored and signalled in one statement or message and run at once on
 # its worker's replay threads (docs/semantics.md#s18-batches); 1 is a task per replay.
-CAUTERWEB_REPLAY_BATCH = env_int("CAUTERWEB_REPLAY_BATCH", 4, minimum=1)
+CAUTERWEB_REPLAY_BATCH = env_int("CAUTERWEB_REPLAY_BATCH", 8, minimum=1)
 # Key for the HMAC-SHA256 signature of HTTP replay requests (semantics §14).
 CAUTERWEB_REPLAY_HMAC_KEY = env_str("CAUTERWEB_REPLAY_HMAC_KEY", SECRET_KEY)
 # Base URL the HTTP harness uses to reach our rule tool and started signal.

@@ -28,7 +28,7 @@ class RoundConfig:
     verifier: Any
     design: str = SINGLE
     concurrency: int = 1
-    batch: int = 4  # replays per Celery replay task at most (docs/semantics.md#s18-batches)
+    batch: int = 8  # replays per Celery replay task at most (docs/semantics.md#s18-batches)
     max_repeats: int = 8
     alpha: float = 0.05
     looks_per_round: int = 1

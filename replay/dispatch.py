@@ -402,8 +402,26 @@ def open_sessions(jobs: list[Job], round_id: int, *, status: str) -> list[str]:
         )
         for job in jobs
     ]
-    ReplaySession.objects.bulk_create(rows)
+    _insert(rows)
     return [row.token for row in rows]
+
+
+def _insert(rows: list[ReplaySession]) -> None:
+    """`bulk_create` in one statement, without its transaction: on its own, the INSERT
+    commits by itself, one round trip where BEGIN … COMMIT cost two (with a broker, the
+    round sends nothing until its rows are in)."""
+    fields = ReplaySession._meta.concrete_fields
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    values = [
+        f.get_db_prep_save(getattr(row, f.attname), connection) for row in rows for f in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ReplaySession._meta.db_table} ({columns}) VALUES "
+            + ", ".join([one] * len(rows)),
+            values,
+        )
 
 
 def context_for(
