@@ -109,3 +109,28 @@ def test_a_report_kicks_a_round_on_a_worker_that_journals_the_verdict(monkeypatc
     assert promoted.evidence["validator"] == "forward_trial"
     assert promoted.evidence["trial"]["observed_sessions"] == 5
     assert ValidationRound.objects.count() > before
+
+
+@pytest.mark.usefixtures("workers", "registry_seeded")
+def test_a_rounds_replays_reach_the_workers_as_batches_each_claimed_and_counted_once(settings):
+    # docs/semantics.md#s18-batches: the round (here, in this process) sends what it sends
+    # together as one task; the workers claim, run, store and signal each batch.
+    from replay.models import ReplaySession
+    from replay.rounds import round_run
+    from tests.scenarios import win
+
+    settings.CAUTERWEB_REPLAY_BACKEND = SIMULATED
+    settings.CAUTERWEB_REPLAY_DESIGN = "single"
+    settings.CAUTERWEB_REPLAY_CONCURRENCY = 4
+    corpus(rescuable("F-1"), rescuable("F-2"), win("S-1"), win("S-2"))
+    rule("R-1")
+    vround = round_run()
+    assert vround.status == RoundStatus.FINISHED
+    assert (vround.summary["decided"], vround.summary["promoted"]) == (1, 1)
+    # Two failing cases and two protected wins, sent together: one task, not four.
+    assert (vround.summary["replays"], vround.summary["replay_tasks"]) == (4, 1)
+    rows = ReplaySession.objects.filter(round_id=vround.pk)
+    assert [(r.status, r.attempts, r.result["error"]) for r in rows] == [("done", 1, None)] * 4
+    cases = JournalEvent.objects.filter(round_id=vround.pk, type="validation_replay_case")
+    sessions = [e["replay_session"] for e in cases.values_list("evidence", flat=True)]
+    assert sorted(sessions) == sorted(rows.values_list("id", flat=True))  # each counted once
