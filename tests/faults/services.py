@@ -89,10 +89,12 @@ class Server:
         return logged
 
 
-def start_blocking_worker(env: dict, marker: Path, name: str) -> subprocess.Popen:
+def start_blocking_worker(
+    env: dict, marker: Path, name: str, harness: str = "blocking_replay"
+) -> subprocess.Popen:
     """A worker whose harness touches `marker` and then hangs in its replay (to be killed)."""
     return start_worker(
-        {**env, "CAUTERWEB_REPLAY_BACKEND": "tests.faults.harness:blocking_replay",
+        {**env, "CAUTERWEB_REPLAY_BACKEND": f"tests.faults.harness:{harness}",
          "FAULT_MARKER": str(marker)},
         name,
     )  # fmt: skip

@@ -81,9 +81,16 @@ def test_a_replay_worker_killed_mid_replay_is_sent_again_within_seconds_and_coun
             timeout_s=60,
             what="the round to send its first replays",
         )
-        # ... then a worker whose harness hangs: it claims a replay and is killed running it.
-        doomed = start_blocking_worker(env, marker, "fault-doomed")
+        # ... then a worker that takes both in one batch (docs/semantics.md#s18-batches): it
+        # finishes one, hangs in the other, and is killed running it.
+        doomed = start_blocking_worker(env, marker, "fault-doomed", "blocking_one_replay")
         wait_until(marker.exists, timeout_s=60, what="a replay to start on the doomed worker")
+        wait_until(
+            lambda: ReplaySession.objects.filter(status="done").exists(),
+            timeout_s=60,
+            what="the other replay of its batch to be stored",
+        )
+        (finished,) = ReplaySession.objects.filter(status="done")
         (lost,) = ReplaySession.objects.filter(status="running")
         os.kill(doomed.pid, 9)
         doomed.wait()
@@ -114,6 +121,8 @@ def test_a_replay_worker_killed_mid_replay_is_sent_again_within_seconds_and_coun
     assert decisions.count() == vround.summary["decided"]
     lost.refresh_from_db()
     assert (lost.status, lost.attempts, lost.result["error"]) == ("done", 2, None)
+    finished.refresh_from_db()  # the batch's finished replay: kept, not sent again
+    assert (finished.status, finished.attempts, finished.result["error"]) == ("done", 1, None)
     rows = ReplaySession.objects.filter(round_id=vround.pk)
     assert set(rows.values_list("status", flat=True)) == {"done"}
     assert not rows.filter(result__isnull=True).exists()
