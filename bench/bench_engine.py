@@ -3,7 +3,8 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cw_rounds_bench \
         .venv/bin/python bench/bench_engine.py 1000 [--history 200000] [--only celery]
     (add CELERY_BROKER_URL=redis://127.0.0.1:6379/5 to measure real Celery workers too;
-    --only rounds|throughput|celery runs one part; --candidates 64 sizes the throughput parts)
+    --only rounds|throughput|celery runs one part; --candidates 64 sizes the throughput parts;
+    --batch 1 sends a Celery task per replay, as before batches, docs/semantics.md#s18-batches)
 
 With N candidates (the argument, default 1,000):
 - a forward-trial round deciding N candidates;
@@ -263,7 +264,8 @@ def threads_only(eager: bool) -> None:
 def bench_throughput(
     concurrency: int, *, via: str, candidates: int = THROUGHPUT_CANDIDATES
 ) -> tuple[int, float]:
-    """(replays, seconds) of one round of `candidates` fresh candidates, 3 replays each."""
+    """(replays, seconds) of one round of `candidates` fresh candidates, 3 replays each; the
+    round's summary in `last_summary` (its Celery tasks)."""
     Rule.objects.filter(state="candidate").update(state="retired")
     rules(f"TP{via}{concurrency}", candidates)
     replay_settings("bench.bench_engine:slow", concurrency)
@@ -272,7 +274,12 @@ def bench_throughput(
     elapsed = time.perf_counter() - began
     settings.CAUTERWEB_REPLAY_BACKEND = ""
     assert vround.summary["promoted"] == candidates, vround.summary
+    last_summary.clear()
+    last_summary.update(vround.summary)
     return vround.summary["replays"], elapsed
+
+
+last_summary: dict = {}
 
 
 def celery_workers():
@@ -341,7 +348,15 @@ def main() -> None:
         default=THROUGHPUT_CANDIDATES,
         help=f"candidates of a throughput round, 3 replays each (default {THROUGHPUT_CANDIDATES})",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=settings.CAUTERWEB_REPLAY_BATCH,
+        help="replays per Celery task at most (CAUTERWEB_REPLAY_BATCH, default "
+        f"{settings.CAUTERWEB_REPLAY_BATCH}); 1: a task per replay",
+    )
     args = parser.parse_args()
+    settings.CAUTERWEB_REPLAY_BATCH = args.batch
     n = args.n
     if connection.vendor != "postgresql":
         sys.exit("run me on PostgreSQL: DATABASE_URL=postgres://…/cw_rounds_bench")
@@ -473,10 +488,13 @@ def bench_celery(candidates: int) -> None:
             where = "in the round's process" if concurrency == 1 else "Celery 2 workers x 4"
             parts = {"round": cpu.round_cpu, **cpu.by_name}
             mine = sum(v for k, v in parts.items() if k != "redis")
+            tasks = last_summary.get("replay_tasks")
+            batches = f" ({tasks} tasks, batches of up to {settings.CAUTERWEB_REPLAY_BATCH})"
             print(
                 f"  {HARNESS_S:.1f} s harness, {where}, concurrency {concurrency}: {replays} "
-                f"replays in {seconds:5.2f} s = {replays / seconds:5.1f} replays/s; CPU per "
-                f"replay {mine / replays * 1000:5.1f} ms ("
+                f"replays in {seconds:5.2f} s{batches if tasks else ''} = "
+                f"{replays / seconds:5.1f} replays/s; CPU per replay {mine / replays * 1000:5.1f} "
+                f"ms, {(mine + parts['redis']) / replays * 1000:.1f} with Redis ("
                 + ", ".join(f"{k} {v / replays * 1000:.1f}" for k, v in parts.items())
                 + f", redis shared; {cpu.processes['postgres']} PostgreSQL backends)  ({load()})",
                 flush=True,

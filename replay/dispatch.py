@@ -540,8 +540,9 @@ class CeleryPool:
     def wait(self, *, at_most: float | None = None) -> list[RunResult]:
         """Results back, or [] once `at_most` passed or slots held back are due to be sent."""
         until = None if at_most is None else self._clock() + at_most
-        if self._held_since is not None:
-            due = self._held_since + FILL_S
+        # Slots held back: back when they are due to be sent (not again once they were due
+        # and there was nothing to send: the wait would spin).
+        if self._held_since is not None and (due := self._held_since + FILL_S) > self._clock():
             until = due if until is None else min(until, due)
         while True:
             results = self._from_signals() + self._from_rows() + self._lost()

@@ -158,6 +158,26 @@ def test_slots_freed_fewer_than_a_batch_are_held_back_a_moment_for_more():
     assert pool.free() == 4  # a whole batch free: at once, and nothing in flight
 
 
+@pytest.mark.django_db
+def test_slots_held_back_end_a_wait_when_due_and_not_again_once_nothing_was_sent():
+    import time
+
+    rule("R-1")
+    pool = CeleryPool(round_config(concurrency=4, batch=4), 1, send=lambda ids: None)
+    pool._polled_at = float("inf")  # the rows are not read in this test
+    pool.submit_all([job("F-1"), job("F-2")])
+    assert pool.free() == 0  # two free: held back
+    began = time.monotonic()
+    assert pool.wait(at_most=5.0) == []  # back when they are due, not after 5 s
+    assert time.monotonic() - began < 1.0
+    assert pool.free() == 2
+    # Nothing was sent (the round had nothing left): the next wait blocks, it does not spin.
+    began = time.monotonic()
+    assert pool.wait(at_most=0.2) == []
+    assert time.monotonic() - began >= 0.19
+    pool.close()
+
+
 def together(case, context):
     """Replays that end together: each waits until every replay of its batch has begun."""
     together.begun.wait(timeout=10)
