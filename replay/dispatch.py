@@ -907,11 +907,12 @@ def run_batch(session_ids: list[str]) -> int:
     pool = _worker_pool(cfg, len(claimed))
     for round_id in {held.round_id for held in claimed}:
         _reads_of(round_id).read([held.job for held in claimed if held.round_id == round_id])
-    for held in claimed:
-        _submit_claimed(pool, cfg, held)
     by_id = {held.job.session_id: held for held in claimed}
+    unstarted = [result for held in claimed if (result := _started(pool, cfg, held))]
+    stored = _kept(unstarted, by_id)
     leases = {sid: held.attempt for sid, held in by_id.items()}
-    stored = 0
+    for result in unstarted:
+        del leases[result.job.session_id]
     while pool.busy():
         results = _finished_together(pool, leases)
         for result in results:
@@ -924,6 +925,18 @@ def _claimed(row: tuple) -> _Claimed:
     session_id, rule_id, case_id, kind, arm, repeat, round_id, token, attempt = row
     job = Job(rule_id, case_id, kind, arm, repeat, session_id)
     return _Claimed(job=job, round_id=round_id, token=token or "", attempt=attempt)
+
+
+def _started(pool: ThreadPool, cfg: RoundConfig, held: _Claimed) -> RunResult | None:
+    """None once the replay is on a replay thread; its inconclusive result if it could not
+    be started (its candidate or case no longer readable): that replay alone ends, not the
+    rest of its batch."""
+    try:
+        _submit_claimed(pool, cfg, held)
+    except Exception as exc:
+        logger.exception("replay %s could not be started", held.job.session_id)
+        return RunResult(job=held.job, error=f"the replay could not be started: {exc!r}")
+    return None
 
 
 def _submit_claimed(pool: ThreadPool, cfg: RoundConfig, held: _Claimed) -> None:

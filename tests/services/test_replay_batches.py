@@ -212,3 +212,20 @@ def test_a_batchs_bookkeeping_is_the_same_few_statements_whatever_its_size(
     if redis is not None:  # one message for each batch's results, stored together
         messages = [json.loads(m) for m in redis.lrange(dispatch.results_key(1), 0, -1)]
         assert [sorted(s["id"] for s in m) for m in messages] == [sorted(first), sorted(again)]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
+def test_a_replay_that_cannot_be_started_ends_alone_not_its_batch(settings):
+    from lifecycle.models import Trajectory
+
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:instant"
+    dispatch.forget_rounds()
+    corpus(failing("F-1"), failing("F-2"))
+    rule("R-1")
+    ok, gone = opened(job("F-1"), job("F-2"))
+    Trajectory.objects.filter(pk="F-2").delete()  # its case vanished since it was sent
+    assert dispatch.run_batch([ok, gone]) == 2
+    assert row(ok).result["metrics"] == {"task_completion": 0.9}
+    assert (row(gone).status, row(gone).result["metrics"]) == ("done", None)
+    assert row(gone).result["error"].startswith("the replay could not be started: KeyError")
