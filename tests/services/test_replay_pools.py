@@ -165,7 +165,7 @@ def test_replays_sent_together_open_their_rows_in_one_statement_and_go_as_batche
     # still one row, one slot.
     rule("R-1")
     sent = []
-    pool = CeleryPool(config(None, concurrency=8), 1, send=sent.append)
+    pool = CeleryPool(round_config(concurrency=8, batch=4), 1, send=sent.append)
     jobs = [job(f"F-{i}") for i in range(8)]
     with django_assert_num_queries(1):
         pool.submit_all(jobs)
