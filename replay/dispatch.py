@@ -803,18 +803,42 @@ def _beat(leases: dict[str, int]) -> set[str]:
 COALESCE_S = 0.01
 
 
-def _finished_together(pool: ThreadPool, leases: dict[str, int]) -> list[RunResult]:
-    """The next results of the task's replays, their leases pushed out every HEARTBEAT_S
-    while their harnesses run (docs/semantics.md#s18-lease). The task's own thread beats
-    between its waits: replays shorter than a period write no heartbeat."""
-    while not (results := pool.wait(at_most=HEARTBEAT_S)):
-        if leases:
-            held = _beat(leases)
-            for lost in set(leases) - held:
-                del leases[lost]  # not pushed again once lost
+class _Leases:
+    """The leases a task holds (replay → attempt), pushed out every HEARTBEAT_S while any of
+    its replays runs (docs/semantics.md#s18-lease), counted from the claim: replays shorter
+    than a period write no heartbeat. On time whether or not other replays of the batch
+    finished meanwhile."""
+
+    def __init__(self, held: dict[str, int]):
+        self.held = held
+        self.renewed = time.monotonic()
+
+    def due_in(self) -> float:
+        return max(0.0, self.renewed + HEARTBEAT_S - time.monotonic())
+
+    def renew_if_due(self) -> None:
+        if self.due_in() > 0:
+            return
+        if self.held:
+            for lost in set(self.held) - _beat(self.held):
+                del self.held[lost]  # not pushed again once lost
+        self.renewed = time.monotonic()
+
+    def done(self, results: list[RunResult]) -> None:
+        for result in results:
+            self.held.pop(result.job.session_id, None)
+
+
+def _finished_together(pool: ThreadPool, leases: _Leases) -> list[RunResult]:
+    """The next results of the task's replays, the leases of the others renewed meanwhile.
+    The task's own thread beats between its waits."""
+    while not (results := pool.wait(at_most=leases.due_in())):
+        leases.renew_if_due()
     until = time.monotonic() + COALESCE_S
     while pool.busy() and (left := until - time.monotonic()) > 0:
         results += pool.wait(at_most=left)
+    leases.done(results)
+    leases.renew_if_due()
     return results
 
 
@@ -910,14 +934,10 @@ def run_batch(session_ids: list[str]) -> int:
     by_id = {held.job.session_id: held for held in claimed}
     unstarted = [result for held in claimed if (result := _started(pool, cfg, held))]
     stored = _kept(unstarted, by_id)
-    leases = {sid: held.attempt for sid, held in by_id.items()}
-    for result in unstarted:
-        del leases[result.job.session_id]
+    leases = _Leases({sid: held.attempt for sid, held in by_id.items()})
+    leases.done(unstarted)
     while pool.busy():
-        results = _finished_together(pool, leases)
-        for result in results:
-            leases.pop(result.job.session_id, None)
-        stored += _kept(results, by_id)
+        stored += _kept(_finished_together(pool, leases), by_id)
     return stored
 
 

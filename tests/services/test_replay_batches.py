@@ -229,3 +229,32 @@ def test_a_replay_that_cannot_be_started_ends_alone_not_its_batch(settings):
     assert row(ok).result["metrics"] == {"task_completion": 0.9}
     assert (row(gone).status, row(gone).result["metrics"]) == ("done", None)
     assert row(gone).result["error"].startswith("the replay could not be started: KeyError")
+
+
+def staggered(case, context):
+    """Replays of a batch that end one after another, 60 ms apart."""
+    import time
+
+    time.sleep(0.06 * (context.repeat + 1))
+    return {"traces": [{"metrics": {"task_completion": 0.9}}]}
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
+def test_a_batchs_leases_are_renewed_on_time_while_its_other_replays_finish(settings, monkeypatch):
+    # Results every 60 ms, a heartbeat period of 100 ms: the replays still running are beaten
+    # all the same (a wait that ends on a result is no reason to skip a beat).
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_batches:staggered"
+    monkeypatch.setattr(dispatch, "HEARTBEAT_S", 0.1)
+    dispatch.forget_rounds()
+    corpus(failing("F-1"))
+    rule("R-1")
+    beats = []
+    real = dispatch._beat
+    monkeypatch.setattr(dispatch, "_beat", lambda held: beats.append(sorted(held)) or real(held))
+    sessions = opened(*(job("F-1", r) for r in range(8)))
+    assert dispatch.run_batch(sessions) == 8
+    assert len(beats) >= 3, beats
+    # Each beat renews only the replays still running; the last one runs through them all.
+    assert all(sessions[-1] in held for held in beats)
+    assert len(beats[-1]) < len(beats[0])
