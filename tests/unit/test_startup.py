@@ -18,6 +18,8 @@ HEAVY = ("scipy.stats", "pandas", "statsmodels")
 NOT_FOR_CHECK = (*HEAVY, "numpy", "requests", "mcp")
 # The API: its schemas and the trace readers behind it are what `check` costs most.
 WEB_STACK = ("cauterweb.api", "dashboard.views")
+# Created by a process's first enqueue (lifecycle/follow_ups.py), or by a worker.
+QUEUE = ("celery", "kombu")
 
 
 def embedded_env(tmp_path: Path) -> dict:
@@ -79,7 +81,45 @@ def test_check_imports_the_web_stack_and_nothing_it_does_not_check(tmp_path):
     # By their submodules: a package first imported through importlib (a URL include, an
     # app's ready) has no line of its own in `-X importtime`, its submodules do.
     assert all(loaded(modules, (package,)) for package in WEB_STACK)
-    assert not loaded(modules, NOT_FOR_CHECK)
+    assert not loaded(modules, (*NOT_FOR_CHECK, *QUEUE))
+
+
+@pytest.mark.parametrize("args", [["manage.py", "help"], ["manage.py", "help", "validate"]])
+def test_a_command_that_enqueues_nothing_does_not_load_celery(args, tmp_path):
+    modules = imported_modules(args, embedded_env(tmp_path))
+    # The apps did get ready (replay's connects its kick to lifecycle's signal)...
+    assert {"lifecycle.signals", "lifecycle.follow_ups"} <= modules
+    assert not loaded(modules, QUEUE)
+
+
+def test_the_first_enqueue_creates_the_app_with_every_task(tmp_path):
+    """What a web or command process enqueues through, and what `celery -A cauterweb` finds."""
+    code = (
+        "import django; django.setup(); import sys; "
+        "assert 'celery' not in sys.modules; "
+        "from lifecycle.follow_ups import celery_app; from celery.app.utils import find_app; "
+        "app = celery_app(); "
+        "assert find_app('cauterweb') is app; "
+        "print(' '.join(sorted(t for t in app.tasks if not t.startswith('celery.'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=embedded_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.split()) >= {
+        "lifecycle.tasks.rule_compare_task",
+        "lifecycle.tasks.rules_compare_task",
+        "lifecycle.tasks.rules_rescore_task",
+        "lifecycle.tasks.webhook_deliver_task",
+        "lifecycle.tasks.webhooks_sweep_task",
+        "replay.tasks.replay_task",
+        "replay.tasks.round_run_task",
+    }
 
 
 def test_validate_with_nothing_to_do_skips_the_web_stack_and_the_libraries(tmp_path):
