@@ -57,6 +57,16 @@ def imported_modules(args: list[str], env: dict) -> set[str]:
     }
 
 
+def python_code(code: str, env: dict | None = None) -> str:
+    """What `python -c code` prints, run from the project's root; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" not in done.stderr and "No hostname was supplied" not in done.stderr
+    return done.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -102,16 +112,7 @@ def test_the_first_enqueue_creates_the_app_with_every_task(tmp_path):
         "assert find_app('cauterweb') is app; "
         "print(' '.join(sorted(t for t in app.tasks if not t.startswith('celery.'))))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=embedded_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert set(done.stdout.split()) >= {
+    assert set(python_code(code, embedded_env(tmp_path)).split()) >= {
         "lifecycle.tasks.rule_compare_task",
         "lifecycle.tasks.rules_compare_task",
         "lifecycle.tasks.rules_rescore_task",
@@ -146,12 +147,8 @@ def test_the_engine_loads_scipy_when_it_decides(tmp_path):
         "print(paired.spent_by(0.5, alpha=0.05, spending='obf')); "
         "assert 'scipy.special' in sys.modules"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
     # O'Brien–Fleming at half the information: 2 − 2Φ(1.95996 / √0.5) = 0.005575…
-    assert float(done.stdout) == pytest.approx(0.005574596, abs=1e-8)
+    assert float(python_code(code)) == pytest.approx(0.005574596, abs=1e-8)
 
 
 def test_the_embedded_default_runs_a_task_without_a_broker_warning(tmp_path):
@@ -163,15 +160,5 @@ def test_the_embedded_default_runs_a_task_without_a_broker_warning(tmp_path):
         "result = rules_rescore_task.delay(rule_ids=[]); "
         "print(result.status)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=embedded_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "SUCCESS"
-    assert "No hostname was supplied" not in done.stderr
-    assert "WARNING" not in done.stderr
+    # (python_code: and no broker warning on stderr.)
+    assert python_code(code, embedded_env(tmp_path)).strip() == "SUCCESS"
