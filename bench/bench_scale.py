@@ -1,4 +1,4 @@
-"""The engine at scale (issue 34): prints figures, asserts nothing.
+"""The engine at scale: prints figures, asserts nothing.
 
     .venv/bin/python bench/bench_scale.py [--part startup|record|duplicates|replay|all]
         [--candidates 1000] [--live 1000,50000] [--replay 300,2400] [--tiny]
@@ -21,7 +21,7 @@ data. Each figure is printed with the load average: the machine is shared.
   the scope the check did before (rows read and time; the comparator's pairs are the same);
 - replay: record + replay to standstill per candidate with an instant harness (one failing
   case each, single design), at two queue sizes (300 and 2,400 on the embedded default, 1,000
-  and 10,000 on PostgreSQL: issue 34's sizes), and the CPU a candidate of the largest against
+  and 10,000 on PostgreSQL), and the CPU a candidate of the largest against
   the smallest (the target is 1.2× at most).
 `--tiny` runs every part at a size of a few dozen (CI runs it: tests/unit/test_bench_scale.py).
 """

@@ -14,7 +14,18 @@ if app.conf.task_always_eager and not app.conf.broker_url:
     # URL names a host, so there is nothing to warn about. settings.CELERY_BROKER_URL stays
     # empty: the embedded default is read from it.
     app.conf.broker_url = "memory://localhost/"
+# A worker imports every app's tasks module when it starts.
 app.autodiscover_tasks()
+
+
+def app_with_tasks() -> Celery:
+    """The app with the project's tasks registered: what a web or command process enqueues
+    through (settings.CAUTERWEB_CELERY_APP, read by lifecycle/follow_ups.py). Their tasks are
+    imported here, on the first enqueue, not when Django starts."""
+    from lifecycle import tasks as lifecycle_tasks  # noqa: F401
+    from replay import tasks as replay_tasks  # noqa: F401
+
+    return app
 
 
 @task_prerun.connect

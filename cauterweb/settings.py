@@ -217,6 +217,9 @@ WHITENOISE_USE_FINDERS = not env_bool("CAUTERWEB_MANIFEST_STATIC", False)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CAUTERWEB_MAX_BODY_BYTES", 50 * 1024 * 1024, minimum=1024)
 
 # --- Celery -------------------------------------------------------------------------------------
+# The app the domain enqueues through, created on a process's first enqueue (as ROOT_URLCONF
+# names the URLs: lifecycle and replay do not import the project's wiring).
+CAUTERWEB_CELERY_APP = "cauterweb.celery.app_with_tasks"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
 # No broker configured: run tasks in-process so the embedded default needs no services.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not CELERY_BROKER_URL)

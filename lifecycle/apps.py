@@ -11,9 +11,9 @@ class LifecycleConfig(AppConfig):
         # after a flush, which empties the table) keeps the defaults present, like
         # contenttypes and permissions. Existing rows are never changed.
         post_migrate.connect(_seed_metrics, sender=self, dispatch_uid="lifecycle.seed_metrics")
-        # The services enqueue the follow-ups by task name (lifecycle/follow_ups.py): the tasks
-        # are registered here, in every process, not by a service importing them.
-        from . import tasks  # noqa: F401
+        # The services enqueue the follow-ups by task name; the Celery app registers the tasks
+        # when a process first enqueues one (lifecycle/follow_ups.py), so starting Django —
+        # `check`, `help`, a command with nothing to enqueue — does not load Celery.
 
 
 def _seed_metrics(sender, using="default", apps=None, **kwargs) -> None:

@@ -2,9 +2,10 @@
 
 The services that make a change enqueue its follow-ups here, by task name, and the tasks call
 those services when they run: naming the task instead of importing it keeps the services and
-the tasks from importing each other. The tasks are registered with the Celery app when the
-app is ready (lifecycle/apps.py), in the web process as in the worker, so an eager task
-(the embedded default) runs in this process as before. A broker that is down never fails
+the tasks from importing each other. The Celery app, with its tasks, is created on a process's
+first enqueue (`celery_app`), not when Django starts: a command that enqueues nothing — `check`,
+`help`, an agent's JSON command with nothing to do — never loads Celery. An eager task (the
+embedded default) runs in this process as before. A broker that is down never fails
 the request that made the change: it is stored, and only its follow-up is missed (the sweep
 catches up with webhook deliveries).
 """
@@ -14,8 +15,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from celery import current_app
+from django.conf import settings
 from django.db import transaction
+from django.utils.module_loading import import_string
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +74,15 @@ def webhook_deliver_on_commit(delivery_ids: list) -> None:
     transaction.on_commit(lambda: webhook_deliver_enqueue(delivery_ids))
 
 
+def celery_app():
+    """The project's Celery app with every task registered, created on first use. The setting
+    `CAUTERWEB_CELERY_APP` names it (cauterweb/celery.py), as `ROOT_URLCONF` names the URLs:
+    the domain does not import the project's wiring."""
+    return import_string(settings.CAUTERWEB_CELERY_APP)()
+
+
 def _enqueue(name: str, **kwargs) -> None:
     try:
-        current_app.tasks[name].delay(**kwargs)
+        celery_app().tasks[name].delay(**kwargs)
     except Exception as exc:
         logger.warning("could not enqueue %s(%s): %s", name, kwargs, exc)

@@ -68,11 +68,11 @@ def webhooks_sweep_task() -> None:
 
 
 def _enqueue_in(seconds: float, **kwargs) -> None:
-    from celery import current_app
+    from .follow_ups import celery_app
 
     # Inline (the embedded default) a countdown would be ignored and the retry sent at once:
     # there the sweep (`deliver_webhooks`, or beat) sends it when it is due.
-    if current_app.conf.task_always_eager:
+    if celery_app().conf.task_always_eager:
         return
     try:
         webhook_deliver_task.apply_async(kwargs=kwargs, countdown=seconds)

@@ -8,7 +8,8 @@ class ReplayConfig(AppConfig):
     def ready(self) -> None:
         from lifecycle import signals
 
-        from . import kick, tasks  # noqa: F401  (tasks: registered for the kicks by name)
+        # The tasks are registered when the Celery app is first used (lifecycle/follow_ups.py).
+        from . import kick
 
         # After commit only: a round must see what asked for it.
         signals.work_arrived.connect(kick.kick_on_work, dispatch_uid="replay.kick")

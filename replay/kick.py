@@ -33,10 +33,10 @@ def kick_on_work(sender, *, reason: str, **kwargs) -> None:
 
 def kick_round(*, reason: str) -> dict:
     """Enqueue a round. Returns {"queued": bool, "detail": str}."""
-    from celery import current_app
+    from lifecycle.follow_ups import celery_app
 
     # Only a real broker backs off (an eager kick runs the round in this process).
-    broker = not current_app.conf.task_always_eager
+    broker = not celery_app().conf.task_always_eager
     with _down_lock:
         until, error = _down["until"], _down["error"]
     if broker and time.monotonic() < until:
@@ -80,10 +80,11 @@ def kick_after_holder() -> bool:
     recorded during a round is not left for the periodic schedule. Only with the lock in
     Redis, whose key keeps the kicks of a busy intake from multiplying; a healthy holder
     costs one no-op task per period. Never raises; True if a follow-up was queued."""
-    from celery import current_app
     from django.conf import settings
 
-    if current_app.conf.task_always_eager or not settings.CAUTERWEB_LOCK_URL.startswith("redis"):
+    from lifecycle.follow_ups import celery_app
+
+    if celery_app().conf.task_always_eager or not settings.CAUTERWEB_LOCK_URL.startswith("redis"):
         return False
     return _follow_up("follow-up")
 
@@ -92,12 +93,13 @@ def kick_after_round(vround, *, took_over: bool) -> bool:
     """A round that ended with work a further round can do now (`engine.follow_up`) queues
     one, on commit; the round being single-flight, that is one kick per round at most, and
     none while another follow-up waits. Never raises; True if one was asked for."""
-    from celery import current_app
     from django.db import transaction
+
+    from lifecycle.follow_ups import celery_app
 
     # Eager (the embedded default), a kick would run the round inside this one's caller;
     # there `validate --until-settled` and the next request's kick go on.
-    if current_app.conf.task_always_eager:
+    if celery_app().conf.task_always_eager:
         return False
     try:
         why = engine.follow_up(
@@ -157,8 +159,8 @@ def _follow_up(kicked_by: str) -> bool:
 
 
 def _round_task():
-    """The round's task by name (registered in replay/apps.py): replay/tasks.py calls this
-    module, so this module does not import it."""
-    from celery import current_app
+    """The round's task by name (the app registers it, lifecycle/follow_ups.py): replay/tasks.py
+    calls this module, so this module does not import it."""
+    from lifecycle.follow_ups import celery_app
 
-    return current_app.tasks["replay.tasks.round_run_task"]
+    return celery_app().tasks["replay.tasks.round_run_task"]

@@ -278,11 +278,12 @@ def _announce_fallback(now: datetime) -> None:
 def _pool(cfg: RoundConfig, round_id: int):
     """Threads in the embedded default (and at concurrency 1: one replay at a time, in this
     process, as semantics §7.4 has it); Celery tasks on every worker with a broker."""
-    from celery import current_app
+    from lifecycle.follow_ups import celery_app
 
-    if cfg.concurrency > 1 and not current_app.conf.task_always_eager:
-        # By name (registered in replay/apps.py): replay/tasks.py calls this module.
-        replay_task = current_app.tasks["replay.tasks.replay_task"]
+    app = celery_app()
+    if cfg.concurrency > 1 and not app.conf.task_always_eager:
+        # By name (the app registers it): replay/tasks.py calls this module.
+        replay_task = app.tasks["replay.tasks.replay_task"]
         return CeleryPool(
             cfg, round_id, send=lambda ids: replay_task.apply_async(kwargs={"session_ids": ids})
         )

@@ -10,7 +10,7 @@ rejected push. Texts no rule covers fall through to the template miner (`templat
 
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from http import HTTPStatus
 
 _I = re.IGNORECASE
@@ -21,11 +21,18 @@ _M = re.MULTILINE
 class ErrorRule:
     name: str
     error_class: str
-    pattern: re.Pattern
+    source: str
+    flags: int
+
+    @cached_property
+    def pattern(self) -> re.Pattern:
+        # Compiled by the first text read, not by every process that imports the readers
+        # (`manage.py check` imports them with the API and reads nothing).
+        return re.compile(self.source, self.flags)
 
 
 def _rule(name: str, error_class: str, pattern: str, flags: int = _I) -> ErrorRule:
-    return ErrorRule(name, error_class, re.compile(pattern, flags))
+    return ErrorRule(name, error_class, pattern, flags)
 
 
 # Order is irrelevant to the result (every rule runs), but it is the order explanations list.
@@ -364,18 +371,23 @@ def without_lookarounds(pattern: str) -> str:
     return "".join(out)
 
 
-def _re2_text(pattern: re.Pattern) -> str:
+def _re2_text(source: str, flags: int) -> str:
     # Always multi-line: `^` and `$` then match wherever Python's would, and more (Python's
     # `$` also matches before a last line break, RE2's only with `m`).
-    flags = ("i" if pattern.flags & re.IGNORECASE else "") + "m"
-    return f"(?{flags})" + without_lookarounds(pattern.pattern)
+    return f"(?{'i' if flags & re.IGNORECASE else ''}m)" + without_lookarounds(source)
 
 
+# (name, pattern's source, its flags) of every pattern the one pass screens for.
 SCREENED = (
-    *((r.name, r.pattern) for r in (*RULES, *HTTP_STATUS, *HTTP_PHRASE_ONLY)),
-    ("exception", EXCEPTION),
-    ("errno", ERRNO_PATTERN),
-    ("failure_markers", FAILURE_MARKERS),
+    *((r.name, r.source, r.flags) for r in (*RULES, *HTTP_STATUS, *HTTP_PHRASE_ONLY)),
+    *(
+        (name, pattern.pattern, pattern.flags)
+        for name, pattern in (
+            ("exception", EXCEPTION),
+            ("errno", ERRNO_PATTERN),
+            ("failure_markers", FAILURE_MARKERS),
+        )
+    ),
 )
 
 
@@ -385,8 +397,8 @@ def _screen():
     import re2
 
     screen = re2.Set.SearchSet(re2.Options())
-    for _, pattern in SCREENED:
-        screen.Add(_re2_text(pattern))
+    for _, source, flags in SCREENED:
+        screen.Add(_re2_text(source, flags))
     screen.Compile()
     return screen
 

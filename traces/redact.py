@@ -15,7 +15,7 @@ Pure: no Django.
 """
 
 import re
-from functools import cache
+from functools import cache, cached_property
 
 import re2
 
@@ -83,9 +83,13 @@ class _Rule:
     """One shape of secret: its pattern, and whether it keeps a key before the value."""
 
     def __init__(self, kind: str, pattern: str, *, flags=re.IGNORECASE):
-        self.kind = kind
-        self.pattern = re.compile(pattern, flags)
+        self.kind, self.source, self.flags = kind, pattern, flags
         self.keyed = "(?P<value>" in pattern
+
+    @cached_property
+    def pattern(self) -> re.Pattern:
+        # Compiled by the first text redacted, not by every process that imports the readers.
+        return re.compile(self.source, self.flags)
 
     def replace(self, match: re.Match) -> str:
         if not self.keyed:
@@ -110,10 +114,10 @@ RULES = (
 
 
 def _re2_text(rule: _Rule) -> str:
-    pattern = without_lookarounds(rule.pattern.pattern)
+    pattern = without_lookarounds(rule.source)
     # `(?(quote)A|B)` (a quoted value runs to its quote) has no RE2 form: either branch.
     pattern = re.sub(r"\(\?\(\w+\)", "(?:", pattern)
-    return ("(?i)" if rule.pattern.flags & re.IGNORECASE else "") + pattern
+    return ("(?i)" if rule.flags & re.IGNORECASE else "") + pattern
 
 
 @cache

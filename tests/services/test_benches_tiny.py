@@ -1,6 +1,6 @@
 """Every bench no other test runs, at a tiny size, as the README runs it (a subprocess), so none
 can rot: bench_api, bench_dashboard, bench_journal, bench_engine, bench_import, bench_matching
-and dump_comparator. The figures themselves are for full runs (README, docs/); here each bench
+and dump_comparator. The figures themselves are for full runs (README, docs/benchmarks.md); here each bench
 must finish cleanly and print every figure's label. The PostgreSQL benches wipe or seed the
 database they are given: each gets one of its own, named after the test database and dropped
 afterwards."""

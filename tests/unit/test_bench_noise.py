@@ -1,6 +1,6 @@
 """bench/bench_noise.py's grid (docs/semantics.md#s21-3) runs, at a tiny size, through the
-engine's real decision code: CI keeps it from rotting (the figures are in the README, from full
-runs)."""
+engine's real decision code: CI keeps it from rotting (the figures are in docs/benchmarks.md,
+from full runs)."""
 
 import json
 import subprocess

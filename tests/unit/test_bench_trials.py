@@ -1,5 +1,5 @@
 """bench/bench_trials.py runs, at a tiny size, through the engine's real decision code: CI keeps
-it from rotting (the figures themselves are in the README, from full runs)."""
+it from rotting (the figures themselves are in docs/benchmarks.md, from full runs)."""
 
 import json
 import subprocess

@@ -18,6 +18,8 @@ HEAVY = ("scipy.stats", "pandas", "statsmodels")
 NOT_FOR_CHECK = (*HEAVY, "numpy", "requests", "mcp")
 # The API: its schemas and the trace readers behind it are what `check` costs most.
 WEB_STACK = ("cauterweb.api", "dashboard.views")
+# Created by a process's first enqueue (lifecycle/follow_ups.py), or by a worker.
+QUEUE = ("celery", "kombu")
 
 
 def embedded_env(tmp_path: Path) -> dict:
@@ -55,6 +57,16 @@ def imported_modules(args: list[str], env: dict) -> set[str]:
     }
 
 
+def python_code(code: str, env: dict | None = None) -> str:
+    """What `python -c code` prints, run from the project's root; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" not in done.stderr and "No hostname was supplied" not in done.stderr
+    return done.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -79,7 +91,36 @@ def test_check_imports_the_web_stack_and_nothing_it_does_not_check(tmp_path):
     # By their submodules: a package first imported through importlib (a URL include, an
     # app's ready) has no line of its own in `-X importtime`, its submodules do.
     assert all(loaded(modules, (package,)) for package in WEB_STACK)
-    assert not loaded(modules, NOT_FOR_CHECK)
+    assert not loaded(modules, (*NOT_FOR_CHECK, *QUEUE))
+
+
+@pytest.mark.parametrize("args", [["manage.py", "help"], ["manage.py", "help", "validate"]])
+def test_a_command_that_enqueues_nothing_does_not_load_celery(args, tmp_path):
+    modules = imported_modules(args, embedded_env(tmp_path))
+    # The apps did get ready (replay's connects its kick to lifecycle's signal)...
+    assert {"lifecycle.signals", "lifecycle.follow_ups"} <= modules
+    assert not loaded(modules, QUEUE)
+
+
+def test_the_first_enqueue_creates_the_app_with_every_task(tmp_path):
+    """What a web or command process enqueues through, and what `celery -A cauterweb` finds."""
+    code = (
+        "import django; django.setup(); import sys; "
+        "assert 'celery' not in sys.modules; "
+        "from lifecycle.follow_ups import celery_app; from celery.app.utils import find_app; "
+        "app = celery_app(); "
+        "assert find_app('cauterweb') is app; "
+        "print(' '.join(sorted(t for t in app.tasks if not t.startswith('celery.'))))"
+    )
+    assert set(python_code(code, embedded_env(tmp_path)).split()) >= {
+        "lifecycle.tasks.rule_compare_task",
+        "lifecycle.tasks.rules_compare_task",
+        "lifecycle.tasks.rules_rescore_task",
+        "lifecycle.tasks.webhook_deliver_task",
+        "lifecycle.tasks.webhooks_sweep_task",
+        "replay.tasks.replay_task",
+        "replay.tasks.round_run_task",
+    }
 
 
 def test_validate_with_nothing_to_do_skips_the_web_stack_and_the_libraries(tmp_path):
@@ -106,12 +147,8 @@ def test_the_engine_loads_scipy_when_it_decides(tmp_path):
         "print(paired.spent_by(0.5, alpha=0.05, spending='obf')); "
         "assert 'scipy.special' in sys.modules"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
     # O'Brien–Fleming at half the information: 2 − 2Φ(1.95996 / √0.5) = 0.005575…
-    assert float(done.stdout) == pytest.approx(0.005574596, abs=1e-8)
+    assert float(python_code(code)) == pytest.approx(0.005574596, abs=1e-8)
 
 
 def test_the_embedded_default_runs_a_task_without_a_broker_warning(tmp_path):
@@ -123,15 +160,5 @@ def test_the_embedded_default_runs_a_task_without_a_broker_warning(tmp_path):
         "result = rules_rescore_task.delay(rule_ids=[]); "
         "print(result.status)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=embedded_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "SUCCESS"
-    assert "No hostname was supplied" not in done.stderr
-    assert "WARNING" not in done.stderr
+    # (python_code: and no broker warning on stderr.)
+    assert python_code(code, embedded_env(tmp_path)).strip() == "SUCCESS"
