@@ -262,11 +262,23 @@ def ints(text: str) -> list[int]:
 
 
 def grid_classes(args) -> list[tuple[str, float, float]]:
-    """(name, effect, harm): a rule that does nothing, helps by each effect, harms by each."""
+    """(name, effect, harm): a rule that does nothing, helps by each effect, harms by each,
+    and one that rescues its failing cases while it breaks the wins (`--mixed`: the usual
+    harmful rule — a force push fixes the rejected push and loses a teammate's work)."""
     out = [("null", 0.0, 0.0)]
     out += [(f"helps +{e:g}", e, 0.0) for e in floats(args.effects)]
     out += [(f"harms {h:g}", 0.0, h) for h in floats(args.harms)]
+    mixed = floats(args.mixed)
+    if mixed:
+        out.append((f"rescues +{mixed[0]:g}, harms {mixed[1]:g}", mixed[0], mixed[1]))
     return out
+
+
+def kinds_of(classes) -> tuple[list[str], list[str], list[str]]:
+    """The classes that only help, only harm, and both."""
+    helps = [c for c, e, h in classes if e and not h]
+    harms = [c for c, e, h in classes if h and not e]
+    return helps, harms, [c for c, e, h in classes if e and h]
 
 
 def run_group(rules: list[Rule], group: Rule, verifier: bool, config: paired.PairedConfig):
@@ -399,14 +411,13 @@ def grid_config(args) -> paired.PairedConfig:
 def grid_table(cells: list[dict], args) -> list[str]:
     """One line per cell: false promotion, power per effect, harm retired per harm, futility
     losses of helpful rules, replays per decided rule alone and shared by k per case."""
-    classes = grid_classes(args)
-    helps = [c for c, e, _ in classes if e]
-    harms = [c for c, _, h in classes if h]
+    helps, harms, mixed = kinds_of(grid_classes(args))
     ks = ints(args.per_case)
     head = (
         ["base", "F", "W", "false promotion", "its 95 % upper bound"]
         + [f"power {c.split()[1]}" for c in helps]
         + [f"retired, {c}" for c in harms]
+        + [f"{c}: promoted / retired" for c in mixed]
         + [f"futility losses {c.split()[1]}" for c in helps]
         + [f"replays/decided k={k}" for k in ks]
     )
@@ -431,6 +442,7 @@ def grid_table(cells: list[dict], args) -> list[str]:
             ]
             + [pct(cl[c]["promoted"]) for c in helps]
             + [pct(cl[c]["retired"]) for c in harms]
+            + [f"{pct(cl[c]['promoted'])} / {pct(cl[c]['retired'])}" for c in mixed]
             + [pct(cl[c]["futility"]) for c in helps]
             + replays
         )
@@ -440,9 +452,7 @@ def grid_table(cells: list[dict], args) -> list[str]:
 
 def grid_overall(cells: list[dict], args) -> dict:
     """The worst cell for each target, and the means over the grid."""
-    classes = grid_classes(args)
-    helps = [c for c, e, _ in classes if e]
-    harms = [c for c, _, h in classes if h]
+    helps, harms, mixed = kinds_of(grid_classes(args))
     ks = ints(args.per_case)
 
     def mean(xs):
@@ -458,6 +468,8 @@ def grid_overall(cells: list[dict], args) -> dict:
         "power_min": {h: min(c["classes"][h]["promoted"] for c in cells) for h in helps},
         "harm_retired_mean": {h: mean([c["classes"][h]["retired"] for c in cells]) for h in harms},
         "harm_retired_min": {h: min(c["classes"][h]["retired"] for c in cells) for h in harms},
+        "mixed_promoted_max": {m: max(c["classes"][m]["promoted"] for c in cells) for m in mixed},
+        "mixed_retired_min": {m: min(c["classes"][m]["retired"] for c in cells) for m in mixed},
         "replays_per_decided": {
             k: mean([v["replays"][k] for c in cells for v in c["classes"].values()]) for k in ks
         },
@@ -533,6 +545,12 @@ def main() -> None:
     grid.add_argument("--bases", default="0.2,0.5,0.7", help="failing-task re-run success")
     grid.add_argument("--effects", default="0.2,0.4", help="lifts of a helpful rule")
     grid.add_argument("--harms", default="0.25,0.5", help="shares of win success a harm takes")
+    grid.add_argument(
+        "--mixed",
+        default="0.4,0.5",
+        help="a rule that lifts its failing cases by the first and takes the second share of"
+        " the wins' success ('' for none)",
+    )
     grid.add_argument("--failing-cases", default="1,3,5")
     grid.add_argument("--win-counts", default="1,2,3")
     grid.add_argument("--per-case", default="1,2,3", help="candidates sharing cases")

@@ -27,3 +27,30 @@ def holm(p_values: Sequence[float], alpha: float) -> tuple[list[bool], list[floa
         descending = descending and p_values[i] <= alpha / factor
         rejected[i] = descending
     return rejected, adjusted
+
+
+def holm_weighted(
+    p_values: Sequence[float], alpha: float, first: Sequence[bool], share: float
+) -> tuple[list[bool], list[float]]:
+    """Holm's correction with the family split in two (docs/semantics.md#s17-4): the tests
+    marked `first` share `share` of alpha and the others the rest, each part corrected by Holm
+    within itself; a part whose every hypothesis is rejected passes its share on to the other
+    (the graphical procedure with two nodes), so the whole family's error stays at alpha. A part
+    with no test leaves its share to the other. Adjusted values are each part's Holm-adjusted
+    value over the share it was tested at, so that `adjusted <= alpha` is `rejected`."""
+    parts = [[i for i, f in enumerate(first) if f], [i for i, f in enumerate(first) if not f]]
+    shares = [share, 1.0 - share] if all(parts) else [1.0, 1.0]
+    rejected = [False] * len(p_values)
+    adjusted = [1.0] * len(p_values)
+    for _ in range(2):  # a part all rejected at its share hands it on, once at most each way
+        for part, part_share in zip(parts, shares, strict=True):
+            if not part:
+                continue
+            r, a = holm([p_values[i] for i in part], alpha * part_share)
+            for i, rj, adj in zip(part, r, a, strict=True):
+                rejected[i], adjusted[i] = rj, min(1.0, adj / part_share)
+        done = [all(rejected[i] for i in part) for part in parts]
+        if not any(done) or all(done) or shares == [1.0, 1.0]:
+            break
+        shares = [1.0 if not d else s for d, s in zip(done, shares, strict=True)]
+    return rejected, adjusted

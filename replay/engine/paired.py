@@ -22,12 +22,15 @@ The decision (semantics §17.4), at each look, in this order:
 1. *Attributable regression* — "lower under treatment than control", one-sided, on the failing
    cases' `retire_on` metrics and on every metric of the protected wins. `family` says what is
    tested: "pooled" (the default) one test per kind of case and metric, stratified by case;
-   "cases" one per case and metric; "both". Holm over all of them (`replay.engine.holm`). Any rejection
-   retires, naming the metric, the case that lost most, the effect and its interval.
+   "cases" one per case and metric; "both". Holm in two parts (`replay.engine.holm.holm_weighted`):
+   the tests of the metric the rule is decided on share `DECIDING_SHARE` (80 %) of the level,
+   the other metrics' tests the rest, and a part that rejects everything hands its share on.
+   Any rejection retires, naming the metric, the case that lost most, the effect and its
+   interval.
 2. *Improvement* — the failing cases' deciding metrics, pooled and stratified by case, higher
    under treatment, significant, and an estimated effect ≥ `promote_margin` → promote. Before
    the last look, a promotion waits while an attributable metric visibly regresses (worse than
-   `regress_margin` and than 3 standard errors; see `_suspect`).
+   `regress_margin` and than 2 standard errors; see `_suspect`).
 3. Every case and arm at `max_repeats` and the effect's upper bound < `promote_margin` →
    retire ("no improvement"); before that, with `futility` (the default), a look whose
    estimated effect is below zero → retire ("no improvement … a futility stop", below);
@@ -148,7 +151,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from . import stats
-from .holm import holm
+from .holm import holm_weighted
 
 TREATMENT, CONTROL = "treatment", "control"
 ARMS = (TREATMENT, CONTROL)
@@ -158,7 +161,15 @@ REPLAY_INCONCLUSIVE = "replay_inconclusive"
 FAMILIES = ("pooled", "cases", "both")
 SPENDINGS = ("obf", "pocock", "bonferroni", "last")
 # How many standard errors a regression must exceed to hold a promotion back (see _suspect).
-VISIBLE_SE = 3.0
+# Holding back costs a harmless rule only a later look; 3 let through a rule that rescued its
+# failing cases and halved its wins' success (a drop of about 2.3 standard errors at the first
+# look) 43–53 % of the time on an agent with uneven cases (docs/semantics.md#s17-4).
+VISIBLE_SE = 2.0
+# The share of a look's regression level spent on the metric the rule is decided on (the
+# verifier's outcome, or the rule's metric), the rest on the other metrics (`holm_weighted`).
+# A win's outcome halved shows on that metric; judged scores (coherence, …) rarely move with
+# it, and Holm over all of them alike charged the outcome's test for each.
+DECIDING_SHARE = 0.8
 TEST_NAME = (
     "permutation test of treatment − control, arm labels re-drawn within each case; ties broken"
     " by the rule's other accountable metrics"
@@ -346,7 +357,11 @@ def decide_paired(
         return PairedVerdict(RETIRE, _regression_reason(worst), None, evidence)
     if improvement is not None:
         evidence["decisive"] = {"case": None, "metric": improvement["metric"]}
-        suspect = _suspect(regressions, config.regress_margin) if not done else None
+        # At the last look only the deciding metric's visible harm holds a promotion: a noise
+        # dip on one of a win's judged scores is then as likely as not somewhere.
+        deciding = {c.deciding_metric for c in cases if c.case_kind == FAILING}
+        watched = [r for r in regressions if not done or r["metric"] in deciding]
+        suspect = _suspect(watched, config.regress_margin)
         if improvement["significant"] and improvement["effect"] >= config.promote_margin:
             if suspect is None:
                 reason = f"improved {improvement['metric']}: {_figures(improvement)}"
@@ -373,9 +388,14 @@ def decide_paired(
         row = next(
             r for r in regressions if (r["case"], r["metric"]) == (held["case"], held["metric"])
         )
+        wait = (
+            "not shown significant after the last look, nor ruled out"
+            if done
+            else reason.split("; ", 1)[1]
+        )
         reason = (
             f"improved {improvement['metric']} ({_interval(improvement)}), but {row['metric']} "
-            f"looks worse on {row['case']} ({_interval(row)}); " + reason.split("; ", 1)[1]
+            f"looks worse on {row['case']} ({_interval(row)}); {wait}"
         )
     return PairedVerdict(PENDING, reason, REPLAY_INCONCLUSIVE, evidence)
 
@@ -490,7 +510,7 @@ def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
 
 def _suspect(regressions: list[dict], margin: float) -> dict | None:
     """The regression that visibly harms, if any: estimated worse than the regress margin and
-    than three standard errors of its own replays' spread.
+    than `VISIBLE_SE` (2) standard errors of its own replays' spread.
 
     Two replays per arm can never make one protected win's regression significant (the
     smallest p-value a 2-against-2 permutation test can give is 1/6), while three failing
@@ -498,7 +518,10 @@ def _suspect(regressions: list[dict], margin: float) -> dict | None:
     plainly breaks a win before that harm could be shown. Such a promotion waits, until the
     last look, for the batches that show the harm significant (retire) or wash it out
     (promote). A noise-sized dip does not hold it back. Waiting only moves a promotion to a
-    later look, which has its own share of alpha: the error rates stay as spent."""
+    later look, which has its own share of alpha: the error rates stay as spent. A harm on
+    the deciding metric still visible at the last look and still not significant leaves the
+    rule pending: the replays neither showed nor ruled it out, and a promotion would serve it
+    to every session (docs/semantics.md#s17-4)."""
     worse = [r for r in regressions if r["effect"] <= -max(margin, VISIBLE_SE * r["se"])]
     return min(worse, key=lambda r: (r["effect"], r["case"], r["metric"])) if worse else None
 
@@ -507,7 +530,10 @@ def _evidence(samples, cases, config: PairedConfig, promote: Look, retire: Look)
     return {
         "design": "paired",
         "test": TEST_NAME,
-        "correction": f"Holm over the regression tests ({config.family})",
+        "correction": (
+            f"Holm over the regression tests ({config.family}), {DECIDING_SHARE:.0%} of the "
+            "level on the deciding metric's"
+        ),
         "alpha": config.alpha,
         "look": promote.index,
         "looks": promote.count,
@@ -658,7 +684,13 @@ def _regressions(values: dict, cases: Sequence[PairedCase], config: PairedConfig
         }
         rows.append(row | _result(_test(strata, config), level, "less"))
     if rows:
-        reject, p_holm = holm([r["p_value"] for r in rows], alpha=level)
+        deciding = {c.deciding_metric for c in cases if c.case_kind == FAILING} - {None}
+        reject, p_holm = holm_weighted(
+            [r["p_value"] for r in rows],
+            alpha=level,
+            first=[r["metric"] in deciding for r in rows],
+            share=DECIDING_SHARE,
+        )
         for row, rejected, adjusted in zip(rows, reject, p_holm, strict=True):
             row["p_holm"] = float(adjusted)
             row["rejected"] = bool(rejected)

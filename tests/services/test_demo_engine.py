@@ -120,10 +120,11 @@ def test_c002_is_retired_for_harming_protected_wins_in_the_treatment_arm(demo):
     assert paired["improvement"]["strata"] == 6
     # The first look's controls were replayed once, for C-001, and used by both.
     assert paired["controls"]["F-008"] == {"C-001": 4, "C-002": 4}
-    # The reason is the loss a reviewer sees on the page: the protected win S-024.
+    # The reason is the loss a reviewer sees on the page: the protected win S-024, on the
+    # metric the rule is decided on (its test spends most of the level: semantics §17.4).
     assert Rule.objects.get(id="C-002").verdict_reason.startswith(
-        "regressed outcome_correct on protected win S-024 (−1.00); pooled over protected wins "
-        "S-025, S-024: effect −0.50 ["
+        "regressed task_completion on protected win S-024 (−0.74); pooled over protected wins "
+        "S-025, S-024: effect −0.37 ["
     )
 
 

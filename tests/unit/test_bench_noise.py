@@ -45,7 +45,12 @@ def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
     cells = out["cells"]
     assert [(c["base"], c["failing"], c["wins"]) for c in cells] == [(0.3, 1, 1), (0.3, 2, 1)]
     for cell in cells:
-        assert set(cell["classes"]) == {"null", "helps +0.4", "harms 0.5"}
+        assert set(cell["classes"]) == {
+            "null",
+            "helps +0.4",
+            "harms 0.5",
+            "rescues +0.4, harms 0.5",  # the default `--mixed` class
+        }
         for figures in cell["classes"].values():
             assert figures["rules"] == 4  # 2 groups of 2 candidates sharing their cases
             shares = figures["promoted"] + figures["retired"] + figures["pending"]
@@ -63,6 +68,10 @@ def test_the_noise_bench_runs_a_tiny_grid_with_shared_controls():
             assert figures["replays"]["1"] in (None, cases * 8)
             assert figures["replays"]["2"] in (None, cases * 6)
     assert set(out["overall"]["replays_per_decided"]) == {"1", "2"}
+    # The rule that rescues and harms is reported apart: its promotions are errors.
+    assert set(out["overall"]["mixed_promoted_max"]) == {"rescues +0.4, harms 0.5"}
+    assert set(out["overall"]["power_min"]) == {"helps +0.4"}
+    assert set(out["overall"]["harm_retired_min"]) == {"harms 0.5"}
 
 
 def test_the_noise_bench_runs_the_rates_futility_boundary():

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from replay.engine.holm import holm
+from replay.engine.holm import holm, holm_weighted
 
 
 @pytest.mark.parametrize(
@@ -55,3 +55,41 @@ def test_holm_agrees_with_statsmodels(seed):
     got_rejected, got_adjusted = holm(p_values, alpha)
     assert got_rejected == [bool(r) for r in reject]
     assert got_adjusted == pytest.approx([float(a) for a in adjusted], abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("p_values", "first", "rejected", "adjusted"),
+    [
+        # The first part (0.01, 0.03) at 0.8 × 0.05 = 0.04: Holm rejects both (0.01 ≤ 0.02,
+        # 0.03 ≤ 0.04), adjusted 0.02 and 0.03 over 0.8; the second, 0.005 ≤ 0.2 × 0.05,
+        # adjusted 0.005 over 0.2.
+        ([0.01, 0.03, 0.005], [True, True, False], [True, True, True], [0.025, 0.0375, 0.025]),
+        # Passing on decides: 0.02 > 0.2 × 0.05 alone, ≤ 0.05 once the first part is done.
+        ([0.001, 0.02], [True, False], [True, True], [0.00125, 0.02]),
+        # And the other way: the second part, all rejected at 0.01, hands its share on, and
+        # 0.045 > 0.04 is tested at the whole 0.05.
+        ([0.045, 0.005], [True, False], [True, True], [0.045, 0.025]),
+        # Neither part rejects: each adjusted over its share, capped at 1.
+        ([0.3, 0.5], [True, False], [False, False], [0.375, 1.0]),
+        # One part only: Holm over it at the whole level.
+        ([0.02, 0.03], [True, True], [True, True], [0.04, 0.04]),
+        ([0.02, 0.03], [False, False], [True, True], [0.04, 0.04]),
+        ([], [], [], []),
+    ],
+)
+def test_weighted_holm_by_hand(p_values, first, rejected, adjusted):
+    got_rejected, got_adjusted = holm_weighted(p_values, 0.05, first, share=0.8)
+    assert got_rejected == rejected
+    assert got_adjusted == pytest.approx(adjusted, abs=1e-12)
+
+
+def test_weighted_holm_keeps_the_family_error_at_alpha():
+    """Every hypothesis true, p-values uniform: some rejection at most alpha of the time."""
+    rng = random.Random(7)
+    draws, wrong = 40_000, 0
+    for _ in range(draws):
+        m = rng.randint(2, 7)
+        first = [i < rng.randint(1, m - 1) for i in range(m)]
+        wrong += any(holm_weighted([rng.random() for _ in range(m)], 0.05, first, 0.8)[0])
+    # Binomial sd at 0.05 over 40,000 draws is 0.0011.
+    assert wrong / draws <= 0.05 + 0.003
