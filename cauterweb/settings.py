@@ -311,7 +311,7 @@ CAUTERWEB_VERIFIER = env_callable_or_url("CAUTERWEB_VERIFIER")
 # paired: treatment and control arms, repeated, decided statistically (semantics §17);
 # single: one replay per case against the recorded original (semantics §7).
 CAUTERWEB_REPLAY_DESIGN = env_choice("CAUTERWEB_REPLAY_DESIGN", "paired", ("paired", "single"))
-CAUTERWEB_REPLAY_MAX_REPEATS = env_int("CAUTERWEB_REPLAY_MAX_REPEATS", 8, minimum=1)
+CAUTERWEB_REPLAY_MAX_REPEATS = env_int("CAUTERWEB_REPLAY_MAX_REPEATS", 10, minimum=1)
 # Looks (completed batches) one round gives a paired candidate; an undecided one waits for the
 # next round, so a doubtful candidate cannot hold the others back (semantics §17.3).
 CAUTERWEB_REPLAY_LOOKS_PER_ROUND = env_int("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", 1, minimum=1)
@@ -323,7 +323,7 @@ if not 0 < CAUTERWEB_REPLAY_ALPHA < 1:
 # 0: a look before the last retires when its effect estimate is below zero (the sign); above 0:
 # only when an exact test rules out a lift of 0.2 at this level in all (semantics §21.3) —
 # fewer helpful rules lost, more replays a rule.
-CAUTERWEB_REPLAY_FUTILITY_BETA = env_float("CAUTERWEB_REPLAY_FUTILITY_BETA", 0.0)
+CAUTERWEB_REPLAY_FUTILITY_BETA = env_float("CAUTERWEB_REPLAY_FUTILITY_BETA", 0.02)
 if not 0 <= CAUTERWEB_REPLAY_FUTILITY_BETA < 1:
     raise ImproperlyConfigured(
         f"CAUTERWEB_REPLAY_FUTILITY_BETA={CAUTERWEB_REPLAY_FUTILITY_BETA!r} must be at least 0"

@@ -28,10 +28,10 @@ class RoundConfig:
     verifier: Any
     design: str = SINGLE
     concurrency: int = 1
-    max_repeats: int = 8
+    max_repeats: int = 10
     alpha: float = 0.05
     looks_per_round: int = 1
-    futility_beta: float | None = None  # None: the sign boundary (paired.PairedConfig)
+    futility_beta: float | None = 0.02  # None: the sign boundary (paired.PairedConfig)
 
     @property
     def replay_wired(self) -> bool:

@@ -29,9 +29,11 @@ The decision (semantics §17.4), at each look, in this order:
    the last look, a promotion waits while an attributable metric visibly regresses (worse than
    `regress_margin` and than 3 standard errors; see `_suspect`).
 3. Every case and arm at `max_repeats` and the effect's upper bound < `promote_margin` →
-   retire ("no improvement"); before that, with `futility` (the default), a look whose
-   estimated effect is below zero → retire ("no improvement … a futility stop", below);
-   otherwise pending `replay_inconclusive`.
+   retire ("no improvement"); before that, with `futility` (the default), a look whose exact
+   test of the success rates rules out a lift of `futility_effect` (`futility_beta`; with
+   `futility_beta` None, a look whose estimated effect is below zero) → retire ("no
+   improvement … a futility stop", below); otherwise pending `replay_inconclusive`, which at
+   the last look says how many more repeats would decide (`more_repeats`).
 
 The test (`replay.engine.stats`): a permutation test stratified by case — arm labels re-drawn
 within each case, so a hard case's treatment is never compared with an easy case's control —
@@ -67,9 +69,11 @@ Lan–DeMets O'Brien–Fleming), "pocock" (α·ln(1 + (e − 1)t), Lan–DeMets 
 promoting a rule that changes nothing, retiring a rule that harms nothing — is held at α on
 its own.
 
-The defaults, and why (bench/bench_noise.py, 500–1,000 simulated rules per class: 3 failing
+The spending, and why (bench/bench_noise.py, 500–1,000 simulated rules per class: 3 failing
 cases and 2 wins, a failing task re-run succeeding half the time, judged metrics ±0.15):
-batches of 4 (two looks, at 4 and 8 repeats), "obf" for promotion, "last" for regressions.
+batches of 4 (then two looks, at 4 and 8 repeats), "obf" for promotion, "last" for
+regressions. The repeats and the futility boundary were retuned since over the whole grid
+("The defaults over the grid", below).
 The union bound charges every look: before ties were broken, a rule lifting success from 0.5
 to 0.9 was promoted 85.8 % of the time with one look (all of α at 8 repeats, 80 replays each),
 85.5 % with two OBF looks (72 replays when promoted) and 82.6 % with four (61 replays). Two looks keep nearly all the
@@ -82,8 +86,9 @@ harm is overwhelming) was measured too, with ties broken: it retired fewer harmf
 all (90.7 % against 91.3 %, 300 rules per class), the last look having less α left, for 77
 replays per retired rule instead of 80; "last" stays.
 
-The futility stop (non-binding). At a look before the last, a deciding metric estimated lower
-under treatment than under control retires the rule for no improvement. It never promotes and
+The futility stop by the sign (non-binding; `futility_beta` None, the default until the grid
+was measured). At a look before the last, a deciding metric estimated lower under treatment
+than under control retires the rule for no improvement. It never promotes and
 moves no promotion boundary, so it cannot raise the false-promotion rate (a rule it stops is
 one that could only have been promoted later); what it costs is the helpful rules whose first
 look happens to run the wrong way. Measured on the noise bench (300 rules per class, seeds
@@ -190,7 +195,7 @@ class PairedConfig:
     alpha: float = 0.05
     promote_margin: float = 0.05
     regress_margin: float = 0.05
-    max_repeats: int = 8
+    max_repeats: int = 10
     batch: int = 4
     lower_is_better: frozenset[str] = frozenset()
     spending: str = "obf"
@@ -205,7 +210,7 @@ class PairedConfig:
     # deciding metric the exact test of the success rates (`futility_p_rates`), on any other
     # the look's own test under its shift model (upper bound below `futility_effect`).
     futility_effect: float = 0.2
-    futility_beta: float | None = None
+    futility_beta: float | None = 0.02
     # Each look replays the failing cases first and the protected wins only then: a look that
     # stops for futility on the failing cases (whatever the wins would show: no regression is
     # tested before the last look with the "last" spending) spends no replay on the wins.
