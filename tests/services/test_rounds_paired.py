@@ -159,7 +159,7 @@ def test_one_look_per_round_leaves_the_rule_pending_and_the_trial_waits_for_its_
     verdict = round_events(first.pk)[-2].evidence
     # One case of 4 against 4 (p ≥ 1/70) cannot clear the first look's share of alpha, nor
     # exclude any shift at that level.
-    reason = "effect +0.60 [−∞, +∞]; needs more samples: 4 of 8 repeats per case"
+    reason = "effect +0.60 [−∞, +∞]; needs more samples: 4 of 10 repeats per case"
     assert {k: verdict[k] for k in ("outcome", "validator", "reason", "pending_reason")} == {
         "outcome": "pending",
         "validator": "replay",
