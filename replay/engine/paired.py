@@ -137,7 +137,32 @@ rules per class and cell; README, "Verdicts under noise: a futility boundary for
 outcomes") the rates test lost 0–5.0 % of the +0.2 rules per cell (5 of 1,080) against the
 sign's 0–35 %, with the same power and false promotion, but retired 78 % of the rules halving
 the wins against 84 % (the sign retires half of them for no improvement before their wins are
-tested) for 67 replays per decided rule against 52. The sign stays the default.
+tested) for 67 replays per decided rule against 52.
+
+The defaults over the grid: 10 repeats per case and arm, looked at after 4, 8 and 10 (batches
+of 4, so the last batch is 2), "obf" for promotion, "last" for regressions, and the rates
+futility test (`futility_beta` 0.02, `futility_effect` 0.2: 0.01 at each early look). Chosen
+with `bench/oc_paired.py`, which simulates the success counts per case and arm and decides them
+with this module's levels, futility test and exact conditional test (its ties broken at
+random, as task completion breaks them here), over every cell of the grid at once (1,000
+independent rules per class and cell; checked against bench/bench_noise.py). Against the
+sign with 8 repeats in looks of 4 it meets the power target for a lift of 0.4 at 3 failing
+cases and 2 wins at every base rate 0.2–0.7 (92.8 % at the worst base against 86.2 %) and the
+futility-loss target (a +0.2 rule retired for futility: at most 2.2 % in any cell, within
+sampling error of its 2 % budget, against up to 17.5 %), retires more rules halving the wins
+(97.1 % against 92.6 % at the worst base), with false promotion at most 4.5 % per cell; what
+it trades is replays: 82 per decided rule at the default selection against 53 (80 against 52
+over the grid), and more candidates left pending after their last look (36 % against 30 %
+of all rules there; each says how many more repeats would decide it). Measured alternatives,
+same evaluator: 10 repeats with the sign (62 replays, but futility losses up to 25.6 %); 12
+repeats in looks of 4 (power 94.7 %, 93 replays; with "pocock" 91.9 % at 82); looks at 4, 8,
+10 with "bonferroni" (power 90.2 %, too close to the target, 74 replays); 3, 6, 10 (91.6 %,
+80); 5, 10 (92.0 %, 86). No design measured meets the replay targets (≤ 45 alone, ≤ 35 shared
+by three candidates) with the power and futility targets: a boundary that retires a +0.2 rule
+at most 2 % of the time cannot stop many rules that change nothing early, and power of 90 %
+at base 0.2 needs about 10 replays a case and arm. `futility_beta` None and `max_repeats` 8
+(`CAUTERWEB_REPLAY_FUTILITY_BETA=0`, `CAUTERWEB_REPLAY_MAX_REPEATS=8`) restore the former
+defaults for a team that prefers replays to power.
 
 Interval bounds are at the look's level (repeated confidence intervals): a bound clear of 0
 means "significant at this look"; with ties broken, a significant test may report its bound
