@@ -116,8 +116,8 @@ replays instead of 40). On the grid of bench/bench_noise.py (README) it cut the 
 decided rule at the default selection from about 58 to 52 alone (4 base rates, 60 rules per
 class each) with the same error rates.
 
-The futility boundary can instead ask a test (`futility_beta`, `futility_effect`): an early
-look stops only when a test rejects "every failing case is lifted by `futility_effect`" at
+The futility boundary by a test (`futility_beta`, `futility_effect`; the default, below): an
+early look stops only when a test rejects "every failing case is lifted by `futility_effect`" at
 `futility_beta` shared equally by the looks before the last (`futility_level`), so that by the
 union bound a rule of that lift is stopped for futility at most `futility_beta` of the time in
 all: the boundary's error budget, spent on helpful rules only (it never promotes). On a
@@ -228,8 +228,9 @@ class PairedConfig:
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)
-    # The futility boundary at a look before the last. `futility_beta` None: the sign (retire
-    # when the estimated effect is below zero). Otherwise retire only when a test rejects "every
+    # The futility boundary at a look before the last (docs/semantics.md#s21-3). `futility_beta`
+    # None: the sign (retire when the estimated effect is below zero). Otherwise (the default,
+    # 0.02) retire only when a test rejects "every
     # case is lifted by `futility_effect`" at `futility_beta` spread over the early looks, so a
     # rule of that effect is stopped at most `futility_beta` of the time in all: on a pass/fail
     # deciding metric the exact test of the success rates (`futility_p_rates`), on any other
@@ -485,7 +486,7 @@ def futility_p_rates(strata: Sequence[stats.Stratum], effect: float) -> float:
 def _difference_pmfs(n_t: int, n_c: int, rates, effect: float):
     """Per control rate p (rows), the pmf of treatment − control successes, shifted by n_c."""
     import numpy as np
-    from scipy.stats import binom  # its 0.8 s paid only where this opt-in test runs
+    from scipy.stats import binom  # its 0.8 s paid once a process, by a pass/fail futility test
 
     def binomial(n, p):
         return binom.pmf(np.arange(n + 1), n, p[:, None])
