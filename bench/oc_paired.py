@@ -24,7 +24,8 @@ levels, `futility_p_rates` for the rates boundary):
   the normal approximation at the look's level); otherwise pending;
 - costs: each look replays the failing cases, then the wins (`wins_follow`) unless the failing
   cases stopped it.
-`--check` compares its figures with the engine's on cells of `bench_noise.py --grid`.
+Its figures agree with `bench_noise.py --grid`'s within sampling error (README, "the defaults
+chosen over the grid"); `tests/unit/test_bench_oc.py` checks its p-values against the engine's.
 """
 
 import argparse
