@@ -24,6 +24,9 @@ levels, `futility_p_rates` for the rates boundary):
   the normal approximation at the look's level); otherwise pending;
 - costs: each look replays the failing cases, then the wins (`wins_follow`) unless the failing
   cases stopped it.
+Beyond the engine's options it can also try regression tests at earlier looks
+(`--retire-spending`) and a look's wins replayed only when its failing cases would promote, or
+at the last look (`--wins defer`). Without options it runs the engine's defaults.
 Its figures agree with `bench_noise.py --grid`'s within sampling error (README, "the defaults
 chosen over the grid"); `tests/unit/test_bench_oc.py` checks its p-values against the engine's.
 """
@@ -291,15 +294,23 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rules", type=int, default=4000, help="independent rules a class/cell")
-    parser.add_argument("--looks", type=ints, default=[4, 8], help="repeats per arm at each look")
-    parser.add_argument("--spending", default="obf", choices=paired.SPENDINGS)
-    parser.add_argument("--futility", default="sign", choices=("sign", "rates", "none"))
-    parser.add_argument("--beta", type=float, default=0.02)
-    parser.add_argument("--retire-spending", default="last", choices=paired.SPENDINGS)
+    engine = paired.PairedConfig()
+    looks = list(range(engine.batch, engine.max_repeats, engine.batch)) + [engine.max_repeats]
+    parser.add_argument("--looks", type=ints, default=looks, help="repeats per arm at each look")
+    parser.add_argument("--spending", default=engine.spending, choices=paired.SPENDINGS)
+    parser.add_argument(
+        "--futility",
+        default="rates" if engine.futility_beta else "sign",
+        choices=("sign", "rates", "none"),
+    )
+    parser.add_argument("--beta", type=float, default=engine.futility_beta or 0.02)
+    parser.add_argument(
+        "--retire-spending", default=engine.retire_spending, choices=paired.SPENDINGS
+    )
     parser.add_argument("--wins", default="follow", choices=("follow", "defer"))
-    parser.add_argument("--futility-effect", type=float, default=0.2)
-    parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--margin", type=float, default=0.05)
+    parser.add_argument("--futility-effect", type=float, default=engine.futility_effect)
+    parser.add_argument("--alpha", type=float, default=engine.alpha)
+    parser.add_argument("--margin", type=float, default=engine.promote_margin)
     parser.add_argument("--win-rate", type=float, default=1.0)
     parser.add_argument("--bases", type=floats, default=[0.2, 0.5, 0.7])
     parser.add_argument("--failing-cases", type=ints, default=[1, 3, 5])
