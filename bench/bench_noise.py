@@ -394,7 +394,7 @@ def grid_config(args) -> paired.PairedConfig:
         alpha=args.alpha,
         promote_margin=args.margin,
         regress_margin=args.margin,
-        max_repeats=args.max_repeats,
+        **({"max_repeats": args.max_repeats} if args.max_repeats else {}),
         **({"batch": args.batch} if args.batch else {}),
         **({"retire_spending": args.retire_spending} if args.retire_spending else {}),
         **({"futility": args.futility} if args.futility is not None else {}),
@@ -515,7 +515,7 @@ def main() -> None:
     parser.add_argument("--failing", type=int, default=3)
     parser.add_argument("--wins", type=int, default=2)
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--max-repeats", type=int, default=8)
+    parser.add_argument("--max-repeats", type=int, help="replays per case and arm in all")
     parser.add_argument("--batch", type=int, help="replays per case and arm between looks")
     parser.add_argument("--retire-spending", choices=paired.SPENDINGS, help="for regressions")
     parser.add_argument("--margin", type=float, default=0.05)
@@ -573,7 +573,7 @@ def main() -> None:
     print(
         f"{args.rules} rules per class; {args.failing} failing cases, {args.wins} wins; "
         f"failing re-run success {args.base_rate}, wins {args.win_rate}; judged noise "
-        f"±{args.noise}; alpha {args.alpha}, max repeats {args.max_repeats}, "
+        f"±{args.noise}; alpha {args.alpha}, max repeats {grid_config(args).max_repeats}, "
         f"batch {grid_config(args).batch}, "
         f"margin {args.margin}; verifier {'on' if args.verifier else 'off'}"
     )

@@ -314,7 +314,8 @@ CAUTERWEB_VERIFIER = env_callable_or_url("CAUTERWEB_VERIFIER")
 # paired: treatment and control arms, repeated, decided statistically (semantics §17);
 # single: one replay per case against the recorded original (semantics §7).
 CAUTERWEB_REPLAY_DESIGN = env_choice("CAUTERWEB_REPLAY_DESIGN", "paired", ("paired", "single"))
-CAUTERWEB_REPLAY_MAX_REPEATS = env_int("CAUTERWEB_REPLAY_MAX_REPEATS", 8, minimum=1)
+# Replays per case and arm in all, in batches of 4: looks after 4, 8 and 10 (semantics §21.3).
+CAUTERWEB_REPLAY_MAX_REPEATS = env_int("CAUTERWEB_REPLAY_MAX_REPEATS", 10, minimum=1)
 # Looks (completed batches) one round gives a paired candidate; an undecided one waits for the
 # next round, so a doubtful candidate cannot hold the others back (semantics §17.3).
 CAUTERWEB_REPLAY_LOOKS_PER_ROUND = env_int("CAUTERWEB_REPLAY_LOOKS_PER_ROUND", 1, minimum=1)
@@ -323,10 +324,10 @@ if not 0 < CAUTERWEB_REPLAY_ALPHA < 1:
     raise ImproperlyConfigured(
         f"CAUTERWEB_REPLAY_ALPHA={CAUTERWEB_REPLAY_ALPHA!r} must be between 0 and 1"
     )
-# 0: a look before the last retires when its effect estimate is below zero (the sign); above 0:
-# only when an exact test rules out a lift of 0.2 at this level in all (semantics §21.3) —
-# fewer helpful rules lost, more replays a rule.
-CAUTERWEB_REPLAY_FUTILITY_BETA = env_float("CAUTERWEB_REPLAY_FUTILITY_BETA", 0.0)
+# Above 0 (the default 0.02): a look before the last retires only when an exact test rules out
+# a lift of 0.2 at this level in all (semantics §21.3); 0: when its effect estimate is below
+# zero (the sign) — fewer replays a rule, more helpful rules lost.
+CAUTERWEB_REPLAY_FUTILITY_BETA = env_float("CAUTERWEB_REPLAY_FUTILITY_BETA", 0.02)
 if not 0 <= CAUTERWEB_REPLAY_FUTILITY_BETA < 1:
     raise ImproperlyConfigured(
         f"CAUTERWEB_REPLAY_FUTILITY_BETA={CAUTERWEB_REPLAY_FUTILITY_BETA!r} must be at least 0"

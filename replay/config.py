@@ -29,10 +29,10 @@ class RoundConfig:
     design: str = SINGLE
     concurrency: int = 1
     batch: int = 8  # replays per Celery replay task at most (docs/semantics.md#s18-batches)
-    max_repeats: int = 8
+    max_repeats: int = 10
     alpha: float = 0.05
     looks_per_round: int = 1
-    futility_beta: float | None = None  # None: the sign boundary (paired.PairedConfig)
+    futility_beta: float | None = 0.02  # None: the sign boundary (paired.PairedConfig)
 
     @property
     def replay_wired(self) -> bool:

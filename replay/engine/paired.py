@@ -32,9 +32,11 @@ The decision (semantics §17.4), at each look, in this order:
    the last look, a promotion waits while an attributable metric visibly regresses (worse than
    `regress_margin` and than 2 standard errors; see `_suspect`).
 3. Every case and arm at `max_repeats` and the effect's upper bound < `promote_margin` →
-   retire ("no improvement"); before that, with `futility` (the default), a look whose
-   estimated effect is below zero → retire ("no improvement … a futility stop", below);
-   otherwise pending `replay_inconclusive`.
+   retire ("no improvement"); before that, with `futility` (the default), a look whose exact
+   test of the success rates rules out a lift of `futility_effect` (`futility_beta`; with
+   `futility_beta` None, a look whose estimated effect is below zero) → retire ("no
+   improvement … a futility stop", below); otherwise pending `replay_inconclusive`, which at
+   the last look says how many more repeats would decide (`more_repeats`).
 
 The test (`replay.engine.stats`): a permutation test stratified by case — arm labels re-drawn
 within each case, so a hard case's treatment is never compared with an easy case's control —
@@ -70,9 +72,11 @@ Lan–DeMets O'Brien–Fleming), "pocock" (α·ln(1 + (e − 1)t), Lan–DeMets 
 promoting a rule that changes nothing, retiring a rule that harms nothing — is held at α on
 its own.
 
-The defaults, and why (bench/bench_noise.py, 500–1,000 simulated rules per class: 3 failing
+The spending, and why (bench/bench_noise.py, 500–1,000 simulated rules per class: 3 failing
 cases and 2 wins, a failing task re-run succeeding half the time, judged metrics ±0.15):
-batches of 4 (two looks, at 4 and 8 repeats), "obf" for promotion, "last" for regressions.
+batches of 4 (then two looks, at 4 and 8 repeats), "obf" for promotion, "last" for
+regressions. The repeats and the futility boundary were retuned since over the whole grid
+("The defaults over the grid", below).
 The union bound charges every look: before ties were broken, a rule lifting success from 0.5
 to 0.9 was promoted 85.8 % of the time with one look (all of α at 8 repeats, 80 replays each),
 85.5 % with two OBF looks (72 replays when promoted) and 82.6 % with four (61 replays). Two looks keep nearly all the
@@ -85,8 +89,9 @@ harm is overwhelming) was measured too, with ties broken: it retired fewer harmf
 all (90.7 % against 91.3 %, 300 rules per class), the last look having less α left, for 77
 replays per retired rule instead of 80; "last" stays.
 
-The futility stop (non-binding). At a look before the last, a deciding metric estimated lower
-under treatment than under control retires the rule for no improvement. It never promotes and
+The futility stop by the sign (non-binding; `futility_beta` None, the default until the grid
+was measured). At a look before the last, a deciding metric estimated lower under treatment
+than under control retires the rule for no improvement. It never promotes and
 moves no promotion boundary, so it cannot raise the false-promotion rate (a rule it stops is
 one that could only have been promoted later); what it costs is the helpful rules whose first
 look happens to run the wrong way. Measured on the noise bench (300 rules per class, seeds
@@ -114,8 +119,8 @@ replays instead of 40). On the grid of bench/bench_noise.py (README) it cut the 
 decided rule at the default selection from about 58 to 52 alone (4 base rates, 60 rules per
 class each) with the same error rates.
 
-The futility boundary can instead ask a test (`futility_beta`, `futility_effect`): an early
-look stops only when a test rejects "every failing case is lifted by `futility_effect`" at
+The futility boundary by a test (`futility_beta`, `futility_effect`; the default, below): an
+early look stops only when a test rejects "every failing case is lifted by `futility_effect`" at
 `futility_beta` shared equally by the looks before the last (`futility_level`), so that by the
 union bound a rule of that lift is stopped for futility at most `futility_beta` of the time in
 all: the boundary's error budget, spent on helpful rules only (it never promotes). On a
@@ -135,7 +140,32 @@ rules per class and cell; README, "Verdicts under noise: a futility boundary for
 outcomes") the rates test lost 0–5.0 % of the +0.2 rules per cell (5 of 1,080) against the
 sign's 0–35 %, with the same power and false promotion, but retired 78 % of the rules halving
 the wins against 84 % (the sign retires half of them for no improvement before their wins are
-tested) for 67 replays per decided rule against 52. The sign stays the default.
+tested) for 67 replays per decided rule against 52.
+
+The defaults over the grid: 10 repeats per case and arm, looked at after 4, 8 and 10 (batches
+of 4, so the last batch is 2), "obf" for promotion, "last" for regressions, and the rates
+futility test (`futility_beta` 0.02, `futility_effect` 0.2: 0.01 at each early look). Chosen
+with `bench/oc_paired.py`, which simulates the success counts per case and arm and decides them
+with this module's levels, futility test and exact conditional test (its ties broken at
+random, as task completion breaks them here), over every cell of the grid at once (1,000
+independent rules per class and cell; checked against bench/bench_noise.py). Against the
+sign with 8 repeats in looks of 4 it meets the power target for a lift of 0.4 at 3 failing
+cases and 2 wins at every base rate 0.2–0.7 (92.8 % at the worst base against 86.2 %) and the
+futility-loss target (a +0.2 rule retired for futility: at most 2.2 % in any cell, within
+sampling error of its 2 % budget, against up to 17.5 %), retires more rules halving the wins
+(97.1 % against 92.6 % at the worst base), with false promotion at most 4.5 % per cell; what
+it trades is replays: 82 per decided rule at the default selection against 53 (80 against 52
+over the grid), and more candidates left pending after their last look (36 % against 30 %
+of all rules there; each says how many more repeats would decide it). Measured alternatives,
+same evaluator: 10 repeats with the sign (62 replays, but futility losses up to 25.6 %); 12
+repeats in looks of 4 (power 94.7 %, 93 replays; with "pocock" 91.9 % at 82); looks at 4, 8,
+10 with "bonferroni" (power 90.2 %, too close to the target, 74 replays); 3, 6, 10 (91.6 %,
+80); 5, 10 (92.0 %, 86). No design measured meets the replay targets (≤ 45 alone, ≤ 35 shared
+by three candidates) with the power and futility targets: a boundary that retires a +0.2 rule
+at most 2 % of the time cannot stop many rules that change nothing early, and power of 90 %
+at base 0.2 needs about 10 replays a case and arm. `futility_beta` None and `max_repeats` 8
+(`CAUTERWEB_REPLAY_FUTILITY_BETA=0`, `CAUTERWEB_REPLAY_MAX_REPEATS=8`) restore the former
+defaults for a team that prefers replays to power.
 
 Interval bounds are at the look's level (repeated confidence intervals): a bound clear of 0
 means "significant at this look"; with ties broken, a significant test may report its bound
@@ -201,7 +231,7 @@ class PairedConfig:
     alpha: float = 0.05
     promote_margin: float = 0.05
     regress_margin: float = 0.05
-    max_repeats: int = 8
+    max_repeats: int = 10
     batch: int = 4
     lower_is_better: frozenset[str] = frozenset()
     spending: str = "obf"
@@ -209,14 +239,15 @@ class PairedConfig:
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)
-    # The futility boundary at a look before the last. `futility_beta` None: the sign (retire
-    # when the estimated effect is below zero). Otherwise retire only when a test rejects "every
+    # The futility boundary at a look before the last (docs/semantics.md#s21-3). `futility_beta`
+    # None: the sign (retire when the estimated effect is below zero). Otherwise (the default,
+    # 0.02) retire only when a test rejects "every
     # case is lifted by `futility_effect`" at `futility_beta` spread over the early looks, so a
     # rule of that effect is stopped at most `futility_beta` of the time in all: on a pass/fail
     # deciding metric the exact test of the success rates (`futility_p_rates`), on any other
     # the look's own test under its shift model (upper bound below `futility_effect`).
     futility_effect: float = 0.2
-    futility_beta: float | None = None
+    futility_beta: float | None = 0.02
     # Each look replays the failing cases first and the protected wins only then: a look that
     # stops for futility on the failing cases (whatever the wins would show: no regression is
     # tested before the last look with the "last" spending) spends no replay on the wins.
@@ -475,7 +506,7 @@ def futility_p_rates(strata: Sequence[stats.Stratum], effect: float) -> float:
 def _difference_pmfs(n_t: int, n_c: int, rates, effect: float):
     """Per control rate p (rows), the pmf of treatment − control successes, shifted by n_c."""
     import numpy as np
-    from scipy.stats import binom  # its 0.8 s paid only where this opt-in test runs
+    from scipy.stats import binom  # its 0.8 s paid once a process, by a pass/fail futility test
 
     def binomial(n, p):
         return binom.pmf(np.arange(n + 1), n, p[:, None])

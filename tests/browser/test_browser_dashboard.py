@@ -51,7 +51,7 @@ def test_a_rule_retired_by_replay_shows_its_cases_and_attribution(signed_in, sho
     # The headline's own figures carry no "p 1" (the p-value of "treatment better" when it was
     # worse); the engine's sentence is quoted beneath, as it wrote it.
     expect(headline.locator("table.facts")).not_to_contain_text("p 1")
-    expect(headline.locator("table.facts")).to_contain_text("[\u22120.16, \u22120.1")
+    expect(headline.locator("table.facts")).to_contain_text("[\u22120.17, \u22120.1")
     fold = page.locator("#replays-fold details")
     fold.locator("summary").click()
     replay = fold.locator(".fold-body")
@@ -179,13 +179,14 @@ def test_a_started_round_updates_its_status_without_reloading(signed_in, shot, w
     # One look per candidate (semantics §17.3). C-014, pending for more samples since the
     # demo, gets its second look and is promoted. The new push rule rescues F-006..F-008 as
     # C-001 does, and C-001 is active: the control arm is rescued too, so its first look shows
-    # no difference and it waits for more samples. C-009, C-010 and C-013 still wait for
-    # sessions that read their scopes (semantics §20).
-    expect(newest).to_contain_text("1 promoted · 0 retired · 4 pending")
+    # exactly no difference on every replay, which rules a lift of 0.2 out: retired, a
+    # futility stop (semantics §21.3). C-009, C-010 and C-013 still wait for sessions that
+    # read their scopes (semantics §20).
+    expect(newest).to_contain_text("1 promoted · 1 retired · 3 pending")
     assert Rule.objects.get(pk="C-014").state == "active"
     new = Rule.objects.get(directive__startswith="fetch and rebase")
-    assert (new.state, new.pending_reason) == ("candidate", "replay_inconclusive")
-    assert new.verdict_reason.endswith("needs more samples: 4 of 8 repeats per case")
+    assert new.state == "retired"
+    assert new.verdict_reason.endswith("at look 1 of 3 (a futility stop)")
     shot("round finished")
 
 

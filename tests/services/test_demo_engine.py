@@ -96,7 +96,7 @@ def test_c001_is_promoted_on_paired_evidence(demo):
     low, high = improvement["ci"]
     assert 0.05 < low <= improvement["effect"] <= high  # the interval clears the margin
     assert Rule.objects.get(id="C-001").verdict_reason.startswith(
-        "improved task_completion: effect +0.62 [+0.60, +0.64]"
+        "improved task_completion: effect +0.62 [+0.59, +0.65]"
     )
 
 
@@ -108,18 +108,19 @@ def test_c002_is_retired_for_harming_protected_wins_in_the_treatment_arm(demo):
     outcome = next(r for r in wins if r["metric"] == "outcome_correct")
     assert outcome["cases"] == ["S-025", "S-024"]
     assert outcome["ci"][1] < 0  # the whole interval is a loss
-    # Its second look came a round after C-001 was promoted: a different active set, so a
-    # different baseline. Each look's treatment is compared with its own control, stratified
+    # Its second and last looks came after C-001 was promoted: a different active set, so a
+    # different baseline. Each stratum's treatment is compared with its own control, stratified
     # over the two (docs/semantics.md#s21-1), never with a mixture of the two.
     paired = evidence["paired"]
+    assert (paired["look"], paired["looks"], paired["replays"]) == (3, 3, 100)
     for case_id in ("F-008", "F-007", "F-006", "S-025", "S-024"):
         strata = paired["cases"][case_id]["strata"]
-        assert len(strata) == 2
-        assert all(arms == {"treatment": 4, "control": 4} for arms in strata.values())
+        assert sorted(arms["treatment"] for arms in strata.values()) == [4, 6]
+        assert all(arms["treatment"] == arms["control"] for arms in strata.values())
     assert paired["active_set"]["rules"] == ["C-001", "C-012"]
     assert paired["improvement"]["strata"] == 6
     # The first look's controls were replayed once, for C-001, and used by both.
-    assert paired["controls"]["F-008"] == {"C-001": 4, "C-002": 4}
+    assert paired["controls"]["F-008"] == {"C-001": 4, "C-002": 6}
     # The reason is the loss a reviewer sees on the page: the protected win S-024, on the
     # metric the rule is decided on (its test spends most of the level: semantics §17.4).
     assert Rule.objects.get(id="C-002").verdict_reason.startswith(
@@ -128,14 +129,21 @@ def test_c002_is_retired_for_harming_protected_wins_in_the_treatment_arm(demo):
     )
 
 
-def test_c007_is_retired_for_no_improvement_after_every_repeat(demo):
+def test_c007_is_retired_for_no_improvement_when_its_first_look_rules_a_lift_out(demo):
+    # The simulated agent replays a case the same way every time: a rule that changes nothing
+    # shows exactly 0 in both arms, and 4 such replays rule a lift of 0.2 out (a futility stop,
+    # docs/semantics.md#s21-3), before its wins are replayed.
     evidence = _decision("C-007", "rule_retired")
     paired = evidence["paired"]
+    assert (paired["look"], paired["looks"], paired["replays"]) == (1, 3, 24)
     for case_id in ("F-024", "F-023", "F-022"):
         arms = paired["cases"][case_id]["arms"]
-        assert arms["treatment"]["replays"] == arms["control"]["replays"] == 8
-    assert paired["improvement"]["ci"][1] < 0.05  # the upper bound is below the margin
-    assert "no improvement on task_completion" in Rule.objects.get(id="C-007").verdict_reason
+        assert arms["treatment"]["replays"] == arms["control"]["replays"] == 4
+    assert paired["improvement"]["ci"] == [0.0, 0.0]
+    assert (paired["futility_test"], paired["futility_bound"]) == ("shift", 0.0)
+    assert Rule.objects.get(id="C-007").verdict_reason.endswith(
+        "a lift of 0.2 ruled out at level 0.01 (upper bound +0.00) at look 1 of 3 (a futility stop)"
+    )
 
 
 def test_c013_is_pending_its_forward_trial_after_three_unexercised_replays(demo):
@@ -145,23 +153,24 @@ def test_c013_is_pending_its_forward_trial_after_three_unexercised_replays(demo)
     replays = JournalEvent.objects.filter(
         rule_id="C-013", type="validation_verdict", evidence__validator="replay"
     ).order_by("id")
-    # One look per round: the first, still short of its repeats, spends no attempt; the
-    # second completes them (attempt 1); two more rounds with nothing left to replay spend
+    # One look per round: the first two, still short of its repeats, spend no attempt; the
+    # third completes them (attempt 1); two more rounds with nothing left to replay spend
     # attempts 2 and 3, and the forward trial takes over (semantics §7.10, §17.3).
     assert [
         (e.evidence["pending_reason"], e.evidence["details"]["replay_attempts"]) for e in replays
     ] == [
         ("candidate_not_exercised", 0),
+        ("candidate_not_exercised", 0),
         ("candidate_not_exercised", 1),
         ("replay_inconclusive", 2),
         ("replay_inconclusive", 3),
     ]
-    assert replays[0].evidence["reason"].endswith("needs more samples: 4 of 8 repeats per case")
+    assert replays[0].evidence["reason"].endswith("needs more samples: 4 of 10 repeats per case")
 
 
 def test_c014_arrived_after_the_standstill_and_is_pending_for_more_samples(demo):
     rule = Rule.objects.get(id="C-014")
-    reason = "effect +0.21 [+0.00, +0.38]; needs more samples: 4 of 8 repeats per case"
+    reason = "effect +0.21 [+0.00, +0.48]; needs more samples: 4 of 10 repeats per case"
     assert (rule.replay_attempts, rule.verdict_reason) == (0, reason)
     assert rule.pending_text == f"replay inconclusive: {reason}"
     verdict = JournalEvent.objects.get(rule_id="C-014", type="validation_verdict").evidence
@@ -171,7 +180,7 @@ def test_c014_arrived_after_the_standstill_and_is_pending_for_more_samples(demo)
         reason,
     )
     paired = verdict["details"]["replay"]["paired"]
-    assert (paired["look"], paired["looks"], paired["replays"]) == (1, 2, 40)
+    assert (paired["look"], paired["looks"], paired["replays"]) == (1, 3, 40)
     improvement = paired["improvement"]
     # It rescues F-022 only (a file moved with git mv): real, but one case of three at 4
     # repeats cannot clear the first look's share of alpha.
@@ -192,11 +201,14 @@ def test_c014_is_promoted_by_the_next_round_on_all_its_samples(demo):
     assert (rule.state, rule.replay_attempts) == ("active", 1)
     paired = _decision("C-014", "rule_promoted")["paired"]
     assert (paired["look"], paired["replays"]) == (2, 80)
-    # Its control arm was replayed for C-007 under the same active set (C-007 replayed the
-    # same cases): the 40 control samples it used are C-007's rows, none its own.
-    assert ReplaySample.objects.filter(rule_id="C-014").count() == 40
-    cases = ("F-024", "F-023", "F-022", "S-037", "S-036")
-    assert paired["controls"] == {case: {"C-007": 8} for case in cases}
+    # Its failing cases' first 4 control replays were C-007's, under the same active set
+    # (C-007 replayed the same cases, and stopped for futility after 4, before its wins): of
+    # the 40 control samples it used 12 are C-007's rows, 28 its own.
+    assert ReplaySample.objects.filter(rule_id="C-014").count() == 40 + 28
+    failing, wins = ("F-024", "F-023", "F-022"), ("S-037", "S-036")
+    assert paired["controls"] == {case: {"C-007": 4, "C-014": 4} for case in failing} | {
+        case: {"C-014": 8} for case in wins
+    }
     assert paired["improvement"]["significant"]
 
 
@@ -216,12 +228,12 @@ def test_the_simulator_is_deterministic():
 def test_the_rule_and_round_pages_say_why_c014_waits(demo, viewer_client):
     from django.urls import reverse
 
-    reason = "effect +0.21 [+0.00, +0.38]; needs more samples: 4 of 8 repeats per case"
+    reason = "effect +0.21 [+0.00, +0.48]; needs more samples: 4 of 10 repeats per case"
     body = viewer_client.get(reverse("rule-detail", args=["C-014"])).content.decode()
     # The headline from the figures, the engine's sentence quoted beneath it.
     assert (
         '<p class="lead" id="headline-lead">Pending: task_completion +0.21 on failing cases '
-        "F-024, F-023, F-022; needs more replays: 4 of 8 repeats per case and arm so far</p>"
+        "F-024, F-023, F-022; needs more replays: 4 of 10 repeats per case and arm so far</p>"
     ) in body
     assert f"In the engine's words: replay inconclusive: {reason}" in body
     verdict = JournalEvent.objects.get(rule_id="C-014", type="validation_verdict")

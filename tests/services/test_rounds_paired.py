@@ -159,7 +159,7 @@ def test_one_look_per_round_leaves_the_rule_pending_and_the_trial_waits_for_its_
     verdict = round_events(first.pk)[-2].evidence
     # One case of 4 against 4 (p ≥ 1/70) cannot clear the first look's share of alpha, nor
     # exclude any shift at that level.
-    reason = "effect +0.60 [−∞, +∞]; needs more samples: 4 of 8 repeats per case"
+    reason = "effect +0.60 [−∞, +∞]; needs more samples: 4 of 10 repeats per case"
     assert {k: verdict[k] for k in ("outcome", "validator", "reason", "pending_reason")} == {
         "outcome": "pending",
         "validator": "replay",
@@ -257,3 +257,53 @@ def test_the_futility_boundary_is_the_configured_one(paired, beta, after_one_loo
         )
     else:
         assert ReplaySample.objects.filter(rule_id=candidate.pk).count() == 8
+
+
+def treatment_fails_control_passes(case, context):
+    """Pass/fail: the treatment arm never succeeds, the control arm always does."""
+    context.mark_execution_started()
+    context.rule_tool(scope=case.rule["scope"])  # the treatment arm reads its candidate
+    metrics = dict(case.trajectory["metrics"])
+    metrics["task_completion"] = 1.0 if context.arm == "control" else 0.0
+    return {"traces": [{"metrics": metrics}]}
+
+
+@pytest.mark.django_db
+def test_with_the_defaults_a_first_look_that_rules_a_lift_out_retires_with_its_journal_rows(
+    paired,
+):
+    # 0 of 4 against 4 of 4: the exact test of the success rates rules out a lift of 0.2 at
+    # the first look's 0.01 (docs/semantics.md#s21-3), so the rule is retired after 8 replays.
+    paired.CAUTERWEB_REPLAY_BACKEND = (
+        "tests.services.test_rounds_paired:treatment_fails_control_passes"
+    )
+    corpus(failing("F-1"))
+    rule()
+    vround = round_run()
+    rows = round_events(vround.pk)
+    assert [(e.type, e.rule_id) for e in rows] == [
+        ("validation_round_started", None),
+        ("validation_candidate_started", "R-1"),
+        *[("validation_replay_case", "R-1")] * 8,
+        ("validation_verdict", "R-1"),
+        ("rule_retired", "R-1"),
+        ("validation_round_finished", None),
+    ]
+    reason = (
+        "no improvement on task_completion: effect −1.00 [−∞, +∞], p 1; a lift of 0.2 ruled out"
+        " at level 0.01 (exact test of the success rates, p 0.000655) at look 1 of 3 (a futility"
+        " stop)"
+    )
+    verdict, retired = rows[-3].evidence, rows[-2].evidence
+    assert (verdict["outcome"], verdict["reason"], verdict["pending_reason"]) == (
+        "retire",
+        reason,
+        None,
+    )
+    evidence = verdict["details"]["replay"]["paired"]
+    assert (evidence["look"], evidence["looks"], evidence["replays"]) == (1, 3, 8)
+    assert (evidence["futility_test"], evidence["futility_bound"]) == ("rates", 0.000655)
+    assert evidence["improvement"]["futility_beta"] == 0.01
+    assert (retired["from"], retired["to"], retired["reason"]) == ("candidate", "retired", reason)
+    assert retired["paired"] == evidence
+    assert Rule.objects.get(pk="R-1").state == "retired"

@@ -337,7 +337,9 @@ def _paired_evidence(lift: float, repeats: int, *, win_harm: float = 0.0) -> dic
                         case.case_id, case.case_kind, arm, repeat, {"task_completion": value}
                     )
                 )
-    return paired.decide_paired(samples, cases, paired.PairedConfig()).evidence
+    return paired.decide_paired(
+        samples, cases, paired.PairedConfig(max_repeats=8, futility_beta=None)
+    ).evidence
 
 
 def test_the_effect_figure_draws_the_improvement_with_its_interval_first():

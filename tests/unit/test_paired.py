@@ -25,7 +25,9 @@ FAILING = [PairedCase(f"F{i}", "failing", OC, frozenset({OC})) for i in (1, 2, 3
 WINS = [PairedCase(f"W{i}", "win", None) for i in (1, 2)]
 # The mechanics with four looks: batches of 2, Pocock-style spending for promotion, OBF-like
 # for regressions (the defaults, tuned by bench/bench_noise.py, are tested on their own below).
-CFG = PairedConfig(batch=2, spending="pocock", retire_spending="obf")
+CFG = PairedConfig(
+    batch=2, spending="pocock", retire_spending="obf", max_repeats=8, futility_beta=None
+)
 
 
 def samples_of(table: dict, kind: str = "failing", metric: str = OC) -> list[Sample]:
@@ -156,7 +158,9 @@ def test_the_same_evidence_that_promotes_at_the_last_look_waits_at_the_first():
     assert p_by_hand(table) == pytest.approx(1 / 36)
     first = decide_paired(samples_of(table), FAILING[:2], CFG)
     assert first.outcome == "pending" and first.pending_reason == "replay_inconclusive"
-    one_look = PairedConfig(batch=8, spending="pocock")  # a single look spends all of alpha
+    one_look = PairedConfig(
+        batch=8, spending="pocock", max_repeats=8, futility_beta=None
+    )  # a single look spends all of alpha
     assert decide_paired(samples_of(table), FAILING[:2], one_look).outcome == "promote"
 
 
@@ -224,7 +228,8 @@ def test_a_rule_that_breaks_the_protected_wins_is_retired_naming_metric_and_case
 def test_the_regression_family_spends_most_of_its_level_on_the_deciding_metric():
     """Holm within two parts (docs/semantics.md#s17-4): the tests of the metric the rule is
     decided on share 80 % of the level, the other metrics' tests the rest."""
-    cfg = PairedConfig(family="cases", batch=8)  # one look: the whole alpha, 5 tests
+    # One look (the whole alpha), 5 tests.
+    cfg = PairedConfig(family="cases", batch=8, max_repeats=8, futility_beta=None)
     outcomes = {"W1": ([0.0] * 5 + [1.0] * 3, [1.0] * 8), "W2": ([1.0] * 8, [1.0] * 8)}
     samples = samples_of({"F1": ([1.0] * 8, [1.0] * 8)})
     for case, arms in outcomes.items():
@@ -436,8 +441,9 @@ def test_only_a_visible_regression_on_a_win_holds_back_a_promotion(treated, cont
 # --- the defaults -------------------------------------------------------------------------------
 
 
-def test_the_defaults_are_two_looks_obf_for_promotion_and_regressions_at_the_last_look():
-    cfg = PairedConfig()
+def test_eight_repeats_are_two_looks_obf_for_promotion_and_regressions_at_the_last_look():
+    # The defaults before the grid retuned them (test_paired_defaults.py has today's).
+    cfg = PairedConfig(max_repeats=8, futility_beta=None)
     assert (cfg.alpha, cfg.promote_margin, cfg.regress_margin) == (0.05, 0.05, 0.05)
     assert (cfg.max_repeats, cfg.batch, cfg.family) == (8, 4, "pooled")
     assert (cfg.spending, cfg.retire_spending) == ("obf", "last")
@@ -448,18 +454,20 @@ def test_the_defaults_are_two_looks_obf_for_promotion_and_regressions_at_the_las
     assert look(_rescue_and_break_one_win(4), cfg, "last").level == 0.0
 
 
-def test_with_the_defaults_a_clear_rescue_is_promoted_at_the_first_look():
+def test_with_two_looks_a_clear_rescue_is_promoted_at_the_first_look():
     table = {f"F{i}": ([1.0] * 4, [0.0, 1.0, 0.0, 0.0]) for i in (1, 2, 3)}
     wins = {f"W{i}": ([1.0] * 4, [1.0] * 4) for i in (1, 2)}
     verdict = decide_paired(
-        samples_of(table) + samples_of(wins, kind="win"), FAILING + WINS, PairedConfig()
+        samples_of(table) + samples_of(wins, kind="win"),
+        FAILING + WINS,
+        PairedConfig(max_repeats=8, futility_beta=None),
     )
     assert verdict.outcome == "promote"
     assert verdict.evidence["replays"] == 40
 
 
-def test_with_the_defaults_a_broken_win_holds_back_then_retires_at_the_last_look():
-    cfg = PairedConfig()
+def test_with_two_looks_a_broken_win_holds_back_then_retires_at_the_last_look():
+    cfg = PairedConfig(max_repeats=8, futility_beta=None)
     first = decide_paired(_rescue_and_break_one_win(4), FAILING + WINS, cfg)
     assert first.outcome == "pending" and first.evidence["held_back_by"]["case"] == "W1"
     last = decide_paired(_rescue_and_break_one_win(8), FAILING + WINS, cfg)
@@ -520,7 +528,8 @@ def test_a_rescue_tied_on_the_outcome_is_promoted_when_completion_ranks_it_first
 
 # --- the futility stop (non-binding) ------------------------------------------------------------
 
-DEFAULTS = PairedConfig()  # batches of 4: looks at 4 and at 8 repeats; the sign boundary
+# Batches of 4, looks at 4 and at 8 repeats, the sign boundary: the defaults before the grid.
+DEFAULTS = PairedConfig(max_repeats=8, futility_beta=None)
 WORSE = {f"F{i}": ([0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0]) for i in (1, 2, 3)}
 
 
@@ -563,13 +572,17 @@ def test_the_last_look_decides_by_its_interval_not_by_futility():
     assert "futility" not in with_stop.reason
 
 
+LAST_AT_8 = PairedConfig(max_repeats=8)
+
+
 def test_a_harm_still_visible_at_the_last_look_leaves_the_rule_pending_not_promoted():
     """docs/semantics.md#s17-4: the failing cases are rescued, but one win lost 3 of 8 outcomes
     (p 0.1, not significant) — visible, neither shown nor ruled out: pending, not promoted."""
     failing = {f"F{i}": ([1.0] * 8, [0.0] * 8) for i in (1, 2, 3)}
+    # 8 repeats in looks of 4: these samples are the last look.
     wins = {"W1": ([1.0] * 5 + [0.0] * 3, [1.0] * 8), "W2": ([1.0] * 8, [1.0] * 8)}
     verdict = decide_paired(
-        samples_of(failing) + samples_of(wins, kind="win"), FAILING + WINS, PairedConfig()
+        samples_of(failing) + samples_of(wins, kind="win"), FAILING + WINS, LAST_AT_8
     )
     assert verdict.evidence["improvement"]["significant"]
     assert not any(r["rejected"] for r in verdict.evidence["regressions"])
@@ -579,6 +592,6 @@ def test_a_harm_still_visible_at_the_last_look_leaves_the_rule_pending_not_promo
     # One lost outcome in eight is within two standard errors: promoted.
     wins["W1"] = ([1.0] * 7 + [0.0], [1.0] * 8)
     verdict = decide_paired(
-        samples_of(failing) + samples_of(wins, kind="win"), FAILING + WINS, PairedConfig()
+        samples_of(failing) + samples_of(wins, kind="win"), FAILING + WINS, LAST_AT_8
     )
     assert verdict.outcome == "promote"

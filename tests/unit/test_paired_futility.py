@@ -21,6 +21,7 @@ T, C = "treatment", "control"
 OC = "outcome_correct"
 CASES = [PairedCase(f"F{i}", "failing", OC, frozenset({OC})) for i in (1, 2, 3)]
 RATES = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
+SIGN = PairedConfig(max_repeats=8, futility_beta=None)
 
 
 def first_look(cases: int, treatment: list[float], control: list[float]) -> list[Sample]:
@@ -46,7 +47,7 @@ def test_one_case_failing_four_times_of_four_does_not_stop(control):
     verdict = decide_paired(samples, CASES[:1], RATES)
     assert verdict.outcome == "pending"
     assert verdict.evidence["improvement"]["futility_p"] > 0.02
-    sign = decide_paired(samples, CASES[:1], PairedConfig(max_repeats=8))
+    sign = decide_paired(samples, CASES[:1], PairedConfig(max_repeats=8, futility_beta=None))
     assert sign.outcome == ("retire" if any(control) else "pending")
 
 
@@ -130,4 +131,4 @@ def test_beta_is_shared_by_the_looks_before_the_last():
     three = PairedConfig(max_repeats=12, futility_beta=0.02)
     assert futility_level(three, look(samples, three)) == pytest.approx(0.01)
     assert futility_level(RATES, look(samples, RATES)) == pytest.approx(0.02)
-    assert futility_level(PairedConfig(), look(samples, PairedConfig())) is None
+    assert futility_level(SIGN, look(samples, SIGN)) is None

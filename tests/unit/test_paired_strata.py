@@ -36,7 +36,7 @@ def simpson(stratum_before: str, stratum_after: str) -> list[Sample]:
 
 
 def test_a_promotion_between_looks_never_mixes_baselines():
-    cfg = PairedConfig(max_repeats=8)
+    cfg = PairedConfig(max_repeats=8, futility_beta=None)
     stratified = decide_paired(simpson("0-aaa", "1-bbb"), FAILING, cfg)
     # Within each active set treatment and control are alike: no effect, nothing promoted.
     assert stratified.evidence["improvement"]["effect"] == 0
@@ -55,13 +55,13 @@ def test_a_promotion_between_looks_never_mixes_baselines():
 
 def test_a_stratum_with_one_arm_only_compares_nothing():
     samples = arm("F1", T, [1.0] * 4, "0-aaa") + arm("F1", C, [0.0] * 4, "1-bbb")
-    verdict = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8))
+    verdict = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8, futility_beta=None))
     assert verdict.evidence["improvement"] is None
     assert verdict.outcome == "pending"
 
 
 def test_max_repeats_bounds_a_case_and_arm_over_every_stratum():
-    cfg = PairedConfig(max_repeats=8)
+    cfg = PairedConfig(max_repeats=8, futility_beta=None)
     samples = []
     for case in ("F1", "F2", "F3"):
         samples += arm(case, T, [0.0, 1.0] * 2, "0-aaa") + arm(case, C, [1.0, 0.0] * 2, "0-aaa")
@@ -178,7 +178,7 @@ WINS = [PairedCase(f"W{i}", "win", None) for i in (1, 2)]
 
 
 def test_a_looks_wins_follow_its_failing_cases():
-    cfg = PairedConfig(max_repeats=8, wins_follow=True)
+    cfg = PairedConfig(max_repeats=8, futility_beta=None, wins_follow=True)
     first = next_requests([], FAILING + WINS, cfg)
     assert {case for case, _ in first} == {"F1", "F2", "F3"} and len(first) == 24
     samples = []
@@ -195,7 +195,7 @@ def test_a_looks_wins_follow_its_failing_cases():
 
 
 def test_a_futility_stop_needs_no_win_replay():
-    cfg = PairedConfig(max_repeats=8, wins_follow=True)
+    cfg = PairedConfig(max_repeats=8, futility_beta=None, wins_follow=True)
     samples = []
     for case in ("F1", "F2", "F3"):
         samples += arm(case, T, [0.0] * 4, "") + arm(case, C, [1.0, 0.0, 1.0, 0.0], "")
@@ -214,7 +214,7 @@ def test_futility_does_not_stop_a_look_that_cannot_rule_out_the_lift():
     # An estimate of −0.25 from one case at 4 repeats: the sign boundary stops it, but a rule
     # lifting success by 0.2 reads that low often enough; the test of the rates waits.
     samples = futility_look(1, [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0])
-    sign = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8))
+    sign = decide_paired(samples, FAILING[:1], PairedConfig(max_repeats=8, futility_beta=None))
     assert sign.outcome == "retire" and "futility" in sign.reason
     cfg = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
     verdict = decide_paired(samples, FAILING[:1], cfg)

@@ -34,7 +34,9 @@ def figures(*, win_harm: float, repeats: int = 8) -> dict:
         for arm in paired.ARMS
         for r in range(repeats)
     ]
-    return paired.decide_paired(samples, cases, paired.PairedConfig()).evidence
+    return paired.decide_paired(
+        samples, cases, paired.PairedConfig(max_repeats=8, futility_beta=None)
+    ).evidence
 
 
 def test_every_paired_test_is_listed_with_the_kind_of_its_p_value():

@@ -58,7 +58,7 @@ def paired(settings):
 
 @pytest.fixture
 def pending_rule(paired):
-    """R-1 after one paired round: three failing cases and two protected wins, 4 of 8 repeats
+    """R-1 after one paired round: three failing cases and two protected wins, 4 of 10 repeats
     per case and arm, pending."""
     corpus(
         failing("F-1"),
@@ -78,7 +78,7 @@ def pending_rule(paired):
 def test_the_engine_left_the_rule_pending_for_more_samples(pending_rule):
     assert (pending_rule.state, pending_rule.pending_reason) == ("candidate", "replay_inconclusive")
     assert ReplaySample.objects.filter(rule=pending_rule).count() == 40
-    assert pending_rule.verdict_reason.endswith("needs more samples: 4 of 8 repeats per case")
+    assert pending_rule.verdict_reason.endswith("needs more samples: 4 of 10 repeats per case")
 
 
 def stored(rule_id: str = "R-1") -> dict:
@@ -115,7 +115,7 @@ def test_the_headline_says_why_the_rule_is_pending_from_its_evidence(pending_rul
     reason = paired["reason"]
     assert re.fullmatch(
         r"effect [+−]\d\.\d\d \[[+−]\d\.\d\d, [+−]\d\.\d\d\]; "
-        r"needs more samples: 4 of 8 repeats per case",
+        r"needs more samples: 4 of 10 repeats per case",
         reason,
     )
     improvement = paired["paired"]["improvement"]
@@ -123,10 +123,10 @@ def test_the_headline_says_why_the_rule_is_pending_from_its_evidence(pending_rul
     headline = response.context["headline"]
     assert headline.tone == "pending"
     assert headline.lead.startswith(f"Pending: task_completion {signed(improvement['effect'])} on ")
-    assert "needs more replays: 4 of 8 repeats per case and arm so far" in headline.lead
+    assert "needs more replays: 4 of 10 repeats per case and arm so far" in headline.lead
     body = response.content.decode()
     assert f"In the engine's words: replay inconclusive: {reason}" in body
-    assert "Look</dt><dd>1 of 2" in body and "40 weighed by this verdict" in body
+    assert "Look</dt><dd>1 of 3" in body and "40 weighed by this verdict" in body
 
 
 # --- The matrix -----------------------------------------------------------------------------------
