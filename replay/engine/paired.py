@@ -30,7 +30,8 @@ The decision (semantics §17.4), at each look, in this order:
 2. *Improvement* — the failing cases' deciding metrics, pooled and stratified by case, higher
    under treatment, significant, and an estimated effect ≥ `promote_margin` → promote. Before
    the last look, a promotion waits while an attributable metric visibly regresses (worse than
-   `regress_margin` and than 2 standard errors; see `_suspect`).
+   `regress_margin` and than 1 standard error; see `_suspect`); at the last look a visible
+   harm (2 standard errors) on the deciding metric leaves the rule pending.
 3. Every case and arm at `max_repeats` and the effect's upper bound < `promote_margin` →
    retire ("no improvement"); before that, with `futility` (the default), a look whose exact
    test of the success rates rules out a lift of `futility_effect` (`futility_beta`; with
@@ -195,6 +196,11 @@ SPENDINGS = ("obf", "pocock", "bonferroni", "last")
 # failing cases and halved its wins' success (a drop of about 2.3 standard errors at the first
 # look) 43–53 % of the time on an agent with uneven cases (docs/semantics.md#s17-4).
 VISIBLE_SE = 2.0
+# Before the last look the hold is wider: waiting costs a harmless rule a later look only, and
+# at the first look a halved win (4 replays an arm) shows about 1.6 standard errors. At 2, a
+# rule that rescued its failing cases and halved its wins was promoted there 18–25 % of the
+# time on an agent with uneven cases; at 1, 11–16 %, with the same power within sampling error.
+EARLY_SE = 1.0
 # The share of a look's regression level spent on the metric the rule is decided on (the
 # verifier's outcome, or the rule's metric), the rest on the other metrics (`holm_weighted`).
 # A win's outcome halved shows on that metric; judged scores (coherence, …) rarely move with
@@ -392,7 +398,7 @@ def decide_paired(
         # dip on one of a win's judged scores is then as likely as not somewhere.
         deciding = {c.deciding_metric for c in cases if c.case_kind == FAILING}
         watched = [r for r in regressions if not done or r["metric"] in deciding]
-        suspect = _suspect(watched, config.regress_margin)
+        suspect = _suspect(watched, config.regress_margin, VISIBLE_SE if done else EARLY_SE)
         if improvement["significant"] and improvement["effect"] >= config.promote_margin:
             if suspect is None:
                 reason = f"improved {improvement['metric']}: {_figures(improvement)}"
@@ -539,9 +545,10 @@ def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
     return bool(failing and wins) and min(wins) < min(failing)
 
 
-def _suspect(regressions: list[dict], margin: float) -> dict | None:
+def _suspect(regressions: list[dict], margin: float, se: float) -> dict | None:
     """The regression that visibly harms, if any: estimated worse than the regress margin and
-    than `VISIBLE_SE` (2) standard errors of its own replays' spread.
+    than `se` standard errors of its own replays' spread (`EARLY_SE` before the last look,
+    `VISIBLE_SE` at it).
 
     Two replays per arm can never make one protected win's regression significant (the
     smallest p-value a 2-against-2 permutation test can give is 1/6), while three failing
@@ -553,7 +560,7 @@ def _suspect(regressions: list[dict], margin: float) -> dict | None:
     the deciding metric still visible at the last look and still not significant leaves the
     rule pending: the replays neither showed nor ruled it out, and a promotion would serve it
     to every session (docs/semantics.md#s17-4)."""
-    worse = [r for r in regressions if r["effect"] <= -max(margin, VISIBLE_SE * r["se"])]
+    worse = [r for r in regressions if r["effect"] <= -max(margin, se * r["se"])]
     return min(worse, key=lambda r: (r["effect"], r["case"], r["metric"])) if worse else None
 
 

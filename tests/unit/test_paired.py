@@ -595,3 +595,21 @@ def test_a_harm_still_visible_at_the_last_look_leaves_the_rule_pending_not_promo
         samples_of(failing) + samples_of(wins, kind="win"), FAILING + WINS, LAST_AT_8
     )
     assert verdict.outcome == "promote"
+
+
+def test_before_the_last_look_a_harm_of_one_standard_error_holds_a_promotion():
+    """docs/semantics.md#s17-4: at the first look a clear rescue waits while a win lost 2 of
+    its 4 outcomes (−0.25 pooled, 1.7 standard errors; 2 would have let it through)."""
+    failing = {f"F{i}": ([1.0] * 4, [0.0, 1.0, 0.0, 0.0]) for i in (1, 2, 3)}
+    wins = {"W1": ([1.0, 0.0, 0.0, 1.0], [1.0] * 4), "W2": ([1.0] * 4, [1.0] * 4)}
+    samples = samples_of(failing) + samples_of(wins, kind="win")
+    verdict = decide_paired(samples, FAILING + WINS, PairedConfig())
+    assert verdict.evidence["improvement"]["significant"]
+    row = next(r for r in verdict.evidence["regressions"] if r["kind"] == "win")
+    assert row["effect"] == pytest.approx(-0.25) and 1 < -row["effect"] / row["se"] < 2
+    assert verdict.outcome == "pending"
+    assert verdict.evidence["held_back_by"] == {"case": "W1", "metric": OC}
+    # The wins untouched, the same rescue is promoted at that look.
+    wins["W1"] = ([1.0] * 4, [1.0] * 4)
+    samples = samples_of(failing) + samples_of(wins, kind="win")
+    assert decide_paired(samples, FAILING + WINS, PairedConfig()).outcome == "promote"
