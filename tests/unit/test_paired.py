@@ -18,11 +18,8 @@ from replay.engine.paired import (
     next_requests,
     spent_by,
 )
+from tests.paired_cases import FAILING, OC, WINS, C, T
 
-T, C = "treatment", "control"
-OC = "outcome_correct"
-FAILING = [PairedCase(f"F{i}", "failing", OC, frozenset({OC})) for i in (1, 2, 3)]
-WINS = [PairedCase(f"W{i}", "win", None) for i in (1, 2)]
 # The mechanics with four looks: batches of 2, Pocock-style spending for promotion, OBF-like
 # for regressions (the defaults, tuned by bench/bench_noise.py, are tested on their own below).
 CFG = PairedConfig(

@@ -9,7 +9,6 @@ import math
 import pytest
 
 from replay.engine.paired import (
-    PairedCase,
     PairedConfig,
     Sample,
     decide_paired,
@@ -17,10 +16,8 @@ from replay.engine.paired import (
     next_requests,
     spent_by,
 )
+from tests.paired_cases import FAILING, OC, C, T
 
-T, C = "treatment", "control"
-OC = "outcome_correct"
-FAILING = [PairedCase(f"F{i}", "failing", OC, frozenset({OC})) for i in (1, 2, 3)]
 DEFAULTS = PairedConfig()
 
 

@@ -16,9 +16,8 @@ from replay.engine.paired import (
     futility_p_rates,
     look,
 )
+from tests.paired_cases import OC, C, T
 
-T, C = "treatment", "control"
-OC = "outcome_correct"
 CASES = [PairedCase(f"F{i}", "failing", OC, frozenset({OC})) for i in (1, 2, 3)]
 RATES = PairedConfig(max_repeats=8, futility_beta=0.02, futility_effect=0.2)
 SIGN = PairedConfig(max_repeats=8, futility_beta=None)
