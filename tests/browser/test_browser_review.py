@@ -239,6 +239,10 @@ def test_the_back_button_restores_the_journal_form(signed_in):
     page.locator("#j-type").fill("rule_promoted")
     page.locator("#j-type").press("Enter")
     expect(page).to_have_url(re.compile(r"type=rule_promoted"))
+    # The filtered page is in (its swap done) before the next field is typed into.
+    expect(page.get_by_test_id("journal-export")).to_contain_text(
+        "every event of type rule_promoted"
+    )
     page.locator("#j-rule").fill("C-001")
     page.locator("#j-rule").press("Enter")
     expect(page).to_have_url(re.compile(r"rule=C-001"))
