@@ -465,6 +465,7 @@ class _Sent:
     at: float  # when it was last sent
     since: float  # when its current attempt began: sent first, or again after a lost lease
     sends: int = 1
+    sent: bool = True  # False: opened ahead, in line for a slot (sent, or taken by a worker)
 
 
 class CeleryPool:
@@ -501,24 +502,44 @@ class CeleryPool:
         self._polled_at = float("-inf")
         self._fill = min(cfg.batch, self.slots)  # slots sent together once free
         self._held_since: float | None = None
+        self._running = 0  # flights sent (or taken): each holds a slot
         self.resent = 0  # replays sent again after their lease ran out (for the summary)
         self.tasks = 0  # replay tasks sent (for the summary)
+        self.taken = 0  # replays opened ahead that a worker took as its slots freed up
 
     def submit(self, job: Job, case: ReplayCase | None = None, context=None) -> None:
         self.submit_all([job])
 
     def submit_all(self, jobs: list[Job]) -> None:
-        """Replays sent together (the round fills every free slot at once): their rows opened
-        in one statement, then a task per batch."""
-        if not jobs:
-            return
-        open_sessions(jobs, self.round_id, status=ReplayStatus.QUEUED)
-        now = self._clock()
-        for job in jobs:
-            self._flights[job.session_id] = _Sent(job, now, now)
-        for batch in batches([job.session_id for job in jobs], self.cfg.batch):
+        """Replays opened together, their rows in one statement: as many as slots are free
+        are sent, a task per batch (the oldest opened ahead first); the rest stay ahead, in
+        line for the slots that free up (`room`)."""
+        if jobs:
+            open_sessions(jobs, self.round_id, status=ReplayStatus.QUEUED)
+            now = self._clock()
+            for job in jobs:
+                self._flights[job.session_id] = _Sent(job, now, now, sent=False)
+        ahead = self._ahead()
+        for batch in batches(ahead[: min(self.free(), len(ahead))], self.cfg.batch):
+            for sid in batch:
+                self._started(self._flights[sid])
             self.tasks += 1
             self._send(batch)
+
+    def _ahead(self) -> list[str]:
+        return [sid for sid, sent in self._flights.items() if not sent.sent]
+
+    def _started(self, sent: _Sent) -> None:
+        """A replay opened ahead now holds a slot: sent, or taken by a worker."""
+        sent.sent, sent.at, sent.since = True, self._clock(), self._clock()
+        self._running += 1
+
+    def room(self) -> int:
+        """How many replays the round may open now (docs/semantics.md#s18-batches): one for
+        each free slot that no replay opened ahead will fill, and enough to keep a batch
+        opened ahead, which a worker takes in the same statement that stores the results of
+        the slots it frees."""
+        return max(0, self.free() + self._fill - len(self._ahead()))
 
     def busy(self) -> int:
         return len(self._flights)
@@ -526,8 +547,8 @@ class CeleryPool:
     def free(self) -> int:
         """The free slots; none while fewer than a batch are free, replays are in flight and
         the first of them freed less than FILL_S ago (more are about to free up)."""
-        free = self.slots - len(self._flights)
-        if free <= 0 or free >= self._fill or not self._flights:
+        free = self.slots - self._running
+        if free <= 0 or free >= self._fill or not self._running:
             self._held_since = None
             return max(free, 0)
         if self._held_since is None:
@@ -573,9 +594,20 @@ class CeleryPool:
         out = []
         for message in messages:
             for signal in json.loads(message):
-                if signal["id"] in self._flights:  # else collected from its row already
+                if signal["id"] not in self._flights:  # collected from its row already
+                    continue
+                if "taken" in signal:
+                    self._taken(signal["id"])
+                else:
                     out.append(self._result(signal["id"], signal["result"]))
         return out
+
+    def _taken(self, sid: str) -> None:
+        """A worker took this replay opened ahead in place of one it stored: it holds the
+        slot that one freed (told together, so the round never counts that slot free)."""
+        if not self._flights[sid].sent:
+            self.taken += 1
+            self._started(self._flights[sid])
 
     def _from_rows(self) -> list[RunResult]:
         """Results stored without a signal; replays whose lease ran out, sent again (or,
@@ -590,6 +622,8 @@ class CeleryPool:
         )
         out, again = [], []
         for sid, status, stored, attempts, lease in rows:
+            if status != ReplayStatus.QUEUED:  # a replay opened ahead taken by a worker
+                self._taken(sid)
             if status == ReplayStatus.DONE and stored is not None:
                 out.append(self._result(sid, stored))
             elif status == ReplayStatus.RUNNING and lease is not None and lease < now:
@@ -622,7 +656,7 @@ class CeleryPool:
 
     def _stale(self, sid: str) -> bool:
         sent = self._flights[sid]
-        return self._clock() - sent.at > RESEND_QUEUED_S * sent.sends
+        return sent.sent and self._clock() - sent.at > RESEND_QUEUED_S * sent.sends
 
     def _resend(self, sids: list[str]) -> None:
         for sid in sids:
@@ -636,6 +670,7 @@ class CeleryPool:
 
     def _result(self, sid: str, stored: dict) -> RunResult:
         sent = self._flights.pop(sid)
+        self._running -= sent.sent  # one opened ahead whose taking was not told held none
         return RunResult(**{**stored, "job": sent.job})
 
     def _lost(self) -> list[RunResult]:
@@ -645,10 +680,13 @@ class CeleryPool:
         if not (self.cfg.replay_timeout_s > 0):
             return []
         now = self._clock()
-        late = [sid for sid, sent in self._flights.items() if now - sent.since > allowed]
+        late = [
+            sid for sid, sent in self._flights.items() if sent.sent and now - sent.since > allowed
+        ]
         out = []
         for sid in late:
             job = self._flights.pop(sid).job
+            self._running -= 1
             ReplaySession.objects.filter(pk=sid).update(
                 status=ReplayStatus.DONE, lease_expires_at=None, finished_at=timezone.now()
             )
@@ -884,9 +922,7 @@ def _store_all(results: dict[str, tuple[int, dict]]) -> set[str]:
 
 def _store_once(results: dict[str, tuple[int, dict]]) -> set[str]:
     where, params = _fence({sid: attempt for sid, (attempt, _) in results.items()})
-    json_value = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
-    cases_sql = " ".join([f"WHEN %s THEN {json_value}"] * len(results))
-    values = [x for sid, (_, stored) in results.items() for x in (sid, json.dumps(stored))]
+    cases_sql, values = _results_case(results)
     table = ReplaySession._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -895,6 +931,82 @@ def _store_once(results: dict[str, tuple[int, dict]]) -> set[str]:
             [ReplayStatus.DONE, *values, timezone.now(), *params],
         )
         return {row[0] for row in cursor.fetchall()}
+
+
+_CLAIMED = "id, rule_id, case_id, kind, arm, repeat, round_id, token, attempts"
+
+
+def _store_and_take(results: dict[str, tuple[int, dict]], round_id: int) -> tuple[set, list]:
+    """Keep the results, as `_store_all`, and take as many of their round's queued replays as
+    were kept, claimed as `_claim_all` claims them, in the same statement
+    (docs/semantics.md#s18-batches): the slots the kept replays held go on to those without a
+    round trip through the round, and a slot is never held twice — a result not kept (its
+    attempt lost its lease) frees nothing. The ids kept, and the rows taken (oldest first)."""
+    first = next(iter(results))
+    return _on_a_fresh_connection_once(
+        first, "storing", lambda: _store_and_take_once(results, round_id)
+    )
+
+
+def _store_and_take_once(results: dict[str, tuple[int, dict]], round_id: int) -> tuple[set, list]:
+    where, fence = _fence({sid: attempt for sid, (attempt, _) in results.items()})
+    table = ReplaySession._meta.db_table
+    now = timezone.now()
+    claim = [ReplayStatus.RUNNING, now + timedelta(seconds=LEASE_S), _worker_name()]
+    in_line = f"SELECT id FROM {table} WHERE round_id = %s AND status = %s ORDER BY created_at, id"
+    cases_sql, values = _results_case(results)
+    if connection.vendor == "postgresql":
+        # The count of what `kept` stored, as PostgreSQL stored it: a replay the round put
+        # back in line meanwhile is neither kept nor counted.
+        sql = (
+            f"WITH kept AS (UPDATE {table} SET status = %s, result = CASE id {cases_sql} END, "
+            f"finished_at = %s, lease_expires_at = NULL WHERE {where} RETURNING id), "
+            f"taken AS (UPDATE {table} SET status = %s, attempts = attempts + 1, "
+            f"lease_expires_at = %s, claimed_by = %s WHERE id IN ({in_line} "
+            "LIMIT (SELECT count(*) FROM kept) FOR UPDATE SKIP LOCKED) "
+            f"RETURNING {_CLAIMED}) "
+            "SELECT NULL, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM kept "
+            f"UNION ALL SELECT rule_id, {_CLAIMED} FROM taken"
+        )
+        params = [ReplayStatus.DONE, *values, now, *fence, *claim, round_id, ReplayStatus.QUEUED]
+    else:
+        # One writer at a time: the count of the replays this attempt holds is what it stores.
+        queued = "status = %s"
+        sql = (
+            f"UPDATE {table} SET status = CASE WHEN {queued} THEN %s ELSE %s END, "
+            f"result = CASE id {cases_sql} ELSE result END, "
+            f"finished_at = CASE WHEN {queued} THEN finished_at ELSE %s END, "
+            f"attempts = CASE WHEN {queued} THEN attempts + 1 ELSE attempts END, "
+            f"lease_expires_at = CASE WHEN {queued} THEN %s ELSE NULL END, "
+            f"claimed_by = CASE WHEN {queued} THEN %s ELSE claimed_by END "
+            f"WHERE ({where}) OR id IN ({in_line} "
+            f"LIMIT (SELECT count(*) FROM {table} WHERE {where})) "
+            f"RETURNING CASE WHEN status = %s THEN NULL ELSE rule_id END, {_CLAIMED}"
+        )
+        q = ReplayStatus.QUEUED
+        params = [
+            *(q, ReplayStatus.RUNNING, ReplayStatus.DONE),
+            *values,
+            *(q, now, q, q, claim[1], q, claim[2]),
+            *fence,
+            *(round_id, q),
+            *fence,
+            ReplayStatus.DONE,
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    kept = {row[1] for row in rows if row[0] is None}
+    taken = sorted((row[1:] for row in rows if row[0] is not None), key=lambda r: r[0])
+    return kept, taken
+
+
+def _results_case(results: dict[str, tuple[int, dict]]) -> tuple[str, list]:
+    """`WHEN id THEN result ...` of a store, and its parameters."""
+    json_value = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
+    cases_sql = " ".join([f"WHEN %s THEN {json_value}"] * len(results))
+    values = [x for sid, (_, stored) in results.items() for x in (sid, json.dumps(stored))]
+    return cases_sql, values
 
 
 def _on_a_fresh_connection_once(session_id: str, doing: str, statement: Callable[[], Any]) -> Any:
@@ -922,23 +1034,80 @@ def run_batch(session_ids: list[str]) -> int:
     one statement (a redelivered task finds those done or held by another delivery taken and
     runs only the rest, often none), run them at once on this worker's replay threads under
     the same timeouts with their leases kept alive, store each group that finishes together
-    in one statement — only the results whose lease is still this attempt's — and signal
-    them to the round in one message. Returns how many results were stored."""
+    in one statement — only the results whose lease is still this attempt's — taking in the
+    same statement as many of the round's queued replays, which run on here, and signal them
+    to the round in one message. Returns how many results were stored."""
     claimed = [_claimed(row) for row in _claim_all(session_ids)] if session_ids else []
     if not claimed:
         return 0
-    cfg = RoundConfig.from_settings()
-    pool = _worker_pool(cfg, len(claimed))
-    for round_id in {held.round_id for held in claimed}:
-        _reads_of(round_id).read([held.job for held in claimed if held.round_id == round_id])
-    by_id = {held.job.session_id: held for held in claimed}
-    unstarted = [result for held in claimed if (result := _started(pool, cfg, held))]
-    stored = _kept(unstarted, by_id)
-    leases = _Leases({sid: held.attempt for sid, held in by_id.items()})
-    leases.done(unstarted)
-    while pool.busy():
-        stored += _kept(_finished_together(pool, leases), by_id)
+    task = _Batch(RoundConfig.from_settings(), len(claimed))
+    stored = task.keep(task.start(claimed))
+    while task.pool.busy():
+        stored += task.keep(_finished_together(task.pool, task.leases))
     return stored
+
+
+class _Batch:
+    """A replay task's replays: those it claimed, then those it took as slots freed up."""
+
+    def __init__(self, cfg: RoundConfig, slots: int):
+        self.cfg = cfg
+        self.pool = _worker_pool(cfg, slots)
+        self.by_id: dict[str, _Claimed] = {}
+        self.leases = _Leases({})
+
+    def start(self, claimed: list[_Claimed]) -> list[RunResult]:
+        """Onto the replay threads, their leases held; the results of those that could not
+        be started."""
+        for round_id in {held.round_id for held in claimed}:
+            _reads_of(round_id).read([held.job for held in claimed if held.round_id == round_id])
+        for held in claimed:
+            self.by_id[held.job.session_id] = held
+            self.leases.held[held.job.session_id] = held.attempt
+        unstarted = [result for held in claimed if (result := _started(self.pool, self.cfg, held))]
+        self.leases.done(unstarted)
+        return unstarted
+
+    def keep(self, results: list[RunResult]) -> int:
+        """Store results that finished together, start the replays taken in their place, and
+        signal both to the round; how many were stored."""
+        stored = 0
+        while results:
+            kept, taken, rows = self._store(results)
+            results = self.start(taken)
+            self._signal(kept, rows, taken)
+            stored += len(kept)
+        return stored
+
+    def _store(self, results: list[RunResult]) -> tuple[set, list[_Claimed], dict]:
+        rows = {}
+        for result in results:
+            stored = asdict(result)
+            del stored["job"]
+            attempt = self.by_id[result.job.session_id].attempt
+            rows[result.job.session_id] = (attempt, _json_safe(stored))
+        rounds = {self.by_id[sid].round_id for sid in rows}
+        round_id = next(iter(rounds))
+        if len(rounds) == 1 and round_id is not None:
+            kept, taken = _store_and_take(rows, round_id)
+        else:
+            kept, taken = _store_all(rows), []
+        for sid in set(rows) - kept:
+            logger.warning(
+                "replay %s: attempt %s lost its lease; its result is dropped", sid, rows[sid][0]
+            )
+        return kept, [_claimed(row) for row in taken], rows
+
+    def _signal(self, kept: set, rows: dict, taken: list[_Claimed]) -> None:
+        by_round: dict[int | None, list] = {}
+        for sid in kept:
+            by_round.setdefault(self.by_id[sid].round_id, []).append(
+                {"id": sid, "result": rows[sid][1]}
+            )
+        for held in taken:
+            by_round.setdefault(held.round_id, []).append({"id": held.job.session_id, "taken": 1})
+        for round_id, signals in by_round.items():
+            _signal(round_id, signals)
 
 
 def _claimed(row: tuple) -> _Claimed:
@@ -969,38 +1138,16 @@ def _submit_claimed(pool: ThreadPool, cfg: RoundConfig, held: _Claimed) -> None:
     pool.submit(job, case, context)
 
 
-def _kept(results: list[RunResult], by_id: dict[str, _Claimed]) -> int:
-    """Store results that finished together, and signal the ones stored to their round."""
-    if not results:
-        return 0
-    rows = {}
-    for result in results:
-        stored = asdict(result)
-        del stored["job"]
-        rows[result.job.session_id] = (by_id[result.job.session_id].attempt, _json_safe(stored))
-    kept = _store_all(rows)
-    for sid in set(rows) - kept:
-        logger.warning(
-            "replay %s: attempt %s lost its lease; its result is dropped", sid, rows[sid][0]
-        )
-    by_round: dict[int | None, list] = {}
-    for sid in kept:
-        by_round.setdefault(by_id[sid].round_id, []).append((sid, rows[sid][1]))
-    for round_id, signals in by_round.items():
-        _signal(round_id, signals)
-    return len(kept)
-
-
-def _signal(round_id: int | None, results: list[tuple[str, dict]]) -> None:
-    """Tell the round, which blocks on its list, in one message for results stored together;
-    if this fails it finds the rows anyway."""
+def _signal(round_id: int | None, signals: list[dict]) -> None:
+    """Tell the round, which blocks on its list, in one message for results stored together
+    and the replays taken in their place; if this fails it finds the rows anyway."""
     client = _results_redis()
     if client is None or round_id is None:
         return
-    message = json.dumps([{"id": sid, "result": stored} for sid, stored in results])
+    message = json.dumps(signals)
     try:
         client.pipeline(transaction=False).rpush(results_key(round_id), message).expire(
             results_key(round_id), SIGNALS_TTL_S
         ).execute()
     except Exception:
-        logger.warning("replays %s: no signal to their round; it reads the rows", len(results))
+        logger.warning("replays %s: no signal to their round; it reads the rows", len(signals))

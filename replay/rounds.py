@@ -426,9 +426,10 @@ class Round:
         return None
 
     def send(self) -> None:
-        """Celery: a replay for every free slot, sent together (their rows in one statement)."""
+        """Celery: a replay for every free slot, and a batch opened ahead for the slots that
+        free up next, opened together (their rows in one statement)."""
         jobs: list[Job] = []
-        while self.pool.free() > len(jobs) and (job := self.next_job()) is not None:
+        while self.pool.room() > len(jobs) and (job := self.next_job()) is not None:
             jobs.append(job)
         self.summary["replays"] += len(jobs)
         self.pool.submit_all(jobs)
