@@ -258,3 +258,187 @@ def test_a_batchs_leases_are_renewed_on_time_while_its_other_replays_finish(sett
     # Each beat renews only the replays still running; the last one runs through them all.
     assert all(sessions[-1] in held for held in beats)
     assert len(beats[-1]) < len(beats[0])
+
+
+# --- slots handed on by the worker that frees them (docs/semantics.md#s18-batches) -------------
+
+
+def results(*session_ids: str, attempt: int = 1) -> dict:
+    return {sid: (attempt, {"metrics": {"task_completion": 0.5}}) for sid in session_ids}
+
+
+@pytest.mark.django_db
+def test_a_store_takes_as_many_of_its_rounds_queued_replays_as_it_kept_in_the_same_statement(
+    django_assert_num_queries,
+):
+    rule("R-1")
+    a, b, c, d, e = opened(*(job(f"F-{i}") for i in range(1, 6)))
+    elsewhere = Job("R-1", "F-9", "failing", TREATMENT, 0, "replay:2:R-1:F-9")
+    dispatch.open_sessions([elsewhere], 2, status="queued")
+    dispatch._claim_all([a, b])
+    with django_assert_num_queries(1):
+        kept, taken = dispatch._store_and_take(results(a, b), 1)
+    # Two kept, two taken in their place (the oldest in line), claimed as a claim claims.
+    assert kept == {a, b} and [(t[0], t[-1]) for t in taken] == [(c, 1), (d, 1)]
+    assert [(row(s).status, row(s).attempts) for s in (c, d, e)] == [
+        ("running", 1),
+        ("running", 1),
+        ("queued", 0),
+    ]
+    assert row(c).lease_expires_at > timezone.now() and row(c).claimed_by
+    # A result whose attempt lost its lease is not kept, and frees no slot: nothing taken.
+    expire(c)
+    assert dispatch._claim(c)[-1] == 2  # another delivery holds c now
+    assert dispatch._store_and_take(results(c), 1) == (set(), [])
+    assert row(e).status == "queued"
+    # Only the replays of the round stored: the other round's stays in line.
+    kept, taken = dispatch._store_and_take(results(d), 1)
+    assert kept == {d} and [t[0] for t in taken] == [e]
+    assert dispatch._store_and_take({**results(c, attempt=2), **results(e)}, 1) == ({c, e}, [])
+    assert row(elsewhere.session_id).status == "queued" and row(e).status == "done"
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
+def test_a_task_runs_on_the_replays_it_takes_and_signals_them_with_the_results(settings):
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:instant"
+    dispatch.forget_rounds()
+    corpus(failing("F-1"), failing("F-2"))
+    rule("R-1")
+    first, *rest = opened(job("F-1"), job("F-2"), job("F-1", 1))
+    # Sent alone, it frees one slot at a time and takes one replay each time: all three run
+    # here, one after another, each claimed once.
+    assert dispatch.run_batch([first]) == 3
+    assert [(row(s).status, row(s).attempts) for s in [first, *rest]] == [("done", 1)] * 3
+    assert all(row(s).result["metrics"] == {"task_completion": 0.9} for s in [first, *rest])
+    assert dispatch.run_batch(rest) == 0  # their own task, delivered late, claims none
+    redis = dispatch._results_redis()
+    if redis is not None:  # each result told with the replay taken in its place
+        messages = [json.loads(m) for m in redis.lrange(dispatch.results_key(1), 0, -1)]
+        told = [[(s["id"], "taken" if "taken" in s else "result") for s in m] for m in messages]
+        x, y = (m[1][0] for m in told[:2])  # taken in line order (opened together: by id)
+        assert {x, y} == set(rest) and told == [
+            [(first, "result"), (x, "taken")],
+            [(x, "result"), (y, "taken")],
+            [(y, "result")],
+        ]
+
+
+@pytest.mark.django_db
+def test_the_round_keeps_a_batch_ahead_and_a_replay_taken_holds_the_slot_its_result_freed():
+    rule("R-1")
+    clock, sent = Clock(), []
+    pool = CeleryPool(round_config(concurrency=4, batch=4), 1, send=sent.append, clock=clock)
+    pool._polled_at = float("inf")  # the rows are read below, by hand
+    assert pool.room() == 8  # four free slots, and a batch opened ahead
+    jobs = [job(f"F-{i}") for i in range(8)]
+    pool.submit_all(jobs)
+    ids = [j.session_id for j in jobs]
+    assert sent == [ids[:4]] and (pool.free(), pool.busy(), pool.room()) == (0, 8, 0)
+    # A worker stores two results and takes two replays opened ahead in the same statement;
+    # its message tells both: the slots the two freed are held by the two taken.
+    dispatch._claim_all(ids[:4])
+    kept, taken = dispatch._store_and_take(results(*ids[:2]), 1)
+    pool._signalled = [
+        json.dumps(
+            [{"id": s, "result": {"error": None}} for s in kept]
+            + [{"id": t[0], "taken": 1} for t in taken]
+        )
+    ]
+    assert sorted(r.job.session_id for r in pool.wait(at_most=0)) == ids[:2]
+    assert (pool.free(), pool.taken, pool.room()) == (0, 2, 2)  # two more may be opened ahead
+    # Another stores two and takes the other two, its message lost: the rows tell the same.
+    kept, taken = dispatch._store_and_take(results(*ids[2:4]), 1)
+    assert [t[0] for t in taken] == ids[6:]
+    pool._polled_at = float("-inf")
+    assert sorted(r.job.session_id for r in pool.wait(at_most=0)) == ids[2:4]
+    assert (pool.free(), pool.taken, pool.busy()) == (0, 4, 4) and sent == [ids[:4]]
+    # Replays opened ahead that no worker took go in the next task, the oldest first, once
+    # slots are free (a store that took nothing: nothing was in line when it ran).
+    more = [job(f"F-{i}", 1) for i in range(3)]
+    pool.submit_all(more)  # no slot free: all three ahead
+    assert sent == [ids[:4]] and pool.room() == 1
+    assert dispatch._store_all(results(*ids[4:])) == set(ids[4:])
+    pool._polled_at = float("-inf")
+    assert len(pool.wait(at_most=0)) == 4 and pool.free() == 4
+    pool.submit_all([])
+    assert sent == [ids[:4], [j.session_id for j in more]] and pool.busy() == 3
+
+
+class Counted:
+    """A harness that counts the replays running at once, across every worker thread, and
+    the replays their rows say are held (claimed or taken, not stored yet)."""
+
+    def __init__(self):
+        self.lock, self.now, self.most, self.runs, self.held = threading.Lock(), 0, 0, 0, 0
+
+    def __call__(self, case, context):
+        import time
+
+        held = ReplaySession.objects.filter(status="running").count()
+        with self.lock:
+            self.now, self.runs = self.now + 1, self.runs + 1
+            self.most, self.held = max(self.most, self.now), max(self.held, held)
+        try:
+            context.mark_execution_started()
+            context.rule_tool(
+                scope=case.rule["scope"], query=" ".join(case.trajectory["signature"])
+            )
+            time.sleep(0.03)
+            return {"traces": [{"metrics": {"task_completion": 0.9}}]}
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+counted = Counted()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_round_whose_workers_take_replays_ahead_never_runs_more_than_its_slots(
+    settings, monkeypatch
+):
+    # Workers on threads of this process, each task on its own: the round opens a batch
+    # ahead, the workers take it as they store; at no moment more than 4 replays run, and
+    # each replay runs and counts once.
+    from django.db import connections
+
+    from replay import rounds
+    from replay.config import RoundConfig
+    from replay.rounds import round_run
+    from tests.scenarios import win
+
+    corpus(failing("F-1"), failing("F-2"), failing("F-3"), win("S-1"), win("S-2"))
+    for i in range(6):
+        rule(f"R-{i}")
+    # Set once the candidates are in (the rounds their recording kicks decide none).
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_batches:counted"
+    settings.CAUTERWEB_REPLAY_DESIGN = "single"
+    settings.CAUTERWEB_REPLAY_CONCURRENCY = 4
+    settings.CAUTERWEB_REPLAY_BATCH = 2
+    dispatch.forget_rounds()
+
+    def worker(ids: list[str]) -> None:
+        try:
+            dispatch.run_batch(ids)
+        finally:
+            connections.close_all()
+
+    def pool(cfg: RoundConfig, round_id: int):
+        send = lambda ids: threading.Thread(target=worker, args=(ids,)).start()  # noqa: E731
+        return CeleryPool(cfg, round_id, send=send)
+
+    monkeypatch.setattr(rounds, "_pool", pool)
+    vround = round_run()
+    assert vround.summary["decided"] == 6 and vround.summary["errors"] == [], vround.summary
+    rows = ReplaySession.objects.filter(round_id=vround.pk)
+    assert (
+        counted.most <= 4
+        and counted.held <= 4
+        and counted.runs == rows.count() == vround.summary["replays"]
+    )
+    assert {(r.status, r.attempts) for r in rows} == {("done", 1)}
+    # Some replays went on a task of their own, the others were taken: fewer tasks than a
+    # task per batch of 2.
+    assert vround.summary["replay_tasks"] < rows.count() / 2
