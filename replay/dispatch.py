@@ -480,7 +480,11 @@ class CeleryPool:
     once a second all the same (every `POLL_S` without Redis): for a result whose signal was
     lost, and for the replays' leases — a replay whose lease ran out lost its worker or its
     worker's connection, and is sent again at once (docs/semantics.md#s18-lease) instead of
-    holding its slot until its deadline."""
+    holding its slot until its deadline.
+
+    A batch is kept opened ahead, unsent: a worker that stores results takes as many of them in
+    the same statement and tells the round with the results, so the slots go on without the
+    round's INSERT, publish and the task's delivery between two replays (`room`, `_taken`)."""
 
     # A task sent is a task any worker may start: never more than the slots.
     queues_ahead = False
