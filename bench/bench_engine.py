@@ -489,7 +489,10 @@ def bench_celery(candidates: int) -> None:
             parts = {"round": cpu.round_cpu, **cpu.by_name}
             mine = sum(v for k, v in parts.items() if k != "redis")
             tasks = last_summary.get("replay_tasks")
-            batches = f" ({tasks} tasks, batches of up to {settings.CAUTERWEB_REPLAY_BATCH})"
+            batches = f" ({tasks} tasks, batches of up to {settings.CAUTERWEB_REPLAY_BATCH}"
+            if "replays_taken" in last_summary:  # docs/semantics.md#s18-batches
+                batches += f"; {last_summary['replays_taken']} replays taken by the workers"
+            batches += ")"
             print(
                 f"  {HARNESS_S:.1f} s harness, {where}, concurrency {concurrency}: {replays} "
                 f"replays in {seconds:5.2f} s{batches if tasks else ''} = "

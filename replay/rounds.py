@@ -239,6 +239,7 @@ def _round(*, lease: lock.Lease, kicked_by: str, now: datetime, on_progress) -> 
     if isinstance(work.pool, CeleryPool):
         work.summary["replays_resent"] = work.pool.resent
         work.summary["replay_tasks"] = work.pool.tasks
+        work.summary["replays_taken"] = work.pool.taken  # docs/semantics.md#s18-batches
     _finish_surely(vround.pk, work.summary, status, work.progress())
     vround.refresh_from_db()
     return vround

@@ -441,4 +441,4 @@ def test_a_round_whose_workers_take_replays_ahead_never_runs_more_than_its_slots
     assert {(r.status, r.attempts) for r in rows} == {("done", 1)}
     # Some replays went on a task of their own, the others were taken: fewer tasks than a
     # task per batch of 2.
-    assert vround.summary["replay_tasks"] < rows.count() / 2
+    assert vround.summary["replay_tasks"] < rows.count() / 2 and vround.summary["replays_taken"] > 0
