@@ -725,10 +725,10 @@ class _RoundReads:
         return self._actives
 
     def read(self, jobs: list[Job]) -> None:
-        for kept, model, ids in (
-            (self.rules, Rule, {job.rule_id for job in jobs}),
-            (self.cases, Trajectory, {job.case_id for job in jobs}),
-        ):
+        self.read_ids({job.rule_id for job in jobs}, {job.case_id for job in jobs})
+
+    def read_ids(self, rule_ids: set[str], case_ids: set[str]) -> None:
+        for kept, model, ids in ((self.rules, Rule, rule_ids), (self.cases, Trajectory, case_ids)):
             if len(kept) > self.MOST:
                 kept.clear()
             if missing := ids - kept.keys():
@@ -871,11 +871,51 @@ class _Leases:
             self.held.pop(result.job.session_id, None)
 
 
-def _finished_together(pool: ThreadPool, leases: _Leases) -> list[RunResult]:
+# This long after a task started replays, the round has opened the next batch ahead: the task
+# reads their candidates and cases while its own replays run, so that taking them costs no
+# read between two replays (docs/semantics.md#s18-batches).
+READ_AHEAD_S = 0.03
+
+
+class _ReadAhead:
+    """Once, READ_AHEAD_S after it is armed: the candidates and cases of the replays in line in
+    the task's round, read into this process's `_RoundReads` (one statement, and one for each
+    of candidates and cases not read yet)."""
+
+    def __init__(self):
+        self.round_id: int | None = None
+        self.due: float | None = None
+
+    def arm(self, round_id: int | None) -> None:
+        if round_id is not None:
+            self.round_id, self.due = round_id, time.monotonic() + READ_AHEAD_S
+
+    def due_in(self) -> float:
+        return float("inf") if self.due is None else max(0.0, self.due - time.monotonic())
+
+    def run_if_due(self) -> None:
+        if self.due is None or self.due_in() > 0:
+            return
+        self.due = None
+        try:
+            in_line = ReplaySession.objects.filter(
+                round_id=self.round_id, status=ReplayStatus.QUEUED
+            ).values_list("rule_id", "case_id")[: _RoundReads.MOST]
+            rows = list(in_line)
+            _reads_of(self.round_id).read_ids({r for r, _ in rows}, {c for _, c in rows})
+        except DatabaseError:  # read when taken instead
+            logger.warning("round %s: could not read ahead", self.round_id, exc_info=True)
+
+
+def _finished_together(
+    pool: ThreadPool, leases: _Leases, ahead: _ReadAhead | None = None
+) -> list[RunResult]:
     """The next results of the task's replays, the leases of the others renewed meanwhile.
-    The task's own thread beats between its waits."""
-    while not (results := pool.wait(at_most=leases.due_in())):
+    The task's own thread beats, and reads ahead, between its waits."""
+    ahead = ahead or _ReadAhead()
+    while not (results := pool.wait(at_most=min(leases.due_in(), ahead.due_in()))):
         leases.renew_if_due()
+        ahead.run_if_due()
     until = time.monotonic() + COALESCE_S
     while pool.busy() and (left := until - time.monotonic()) > 0:
         results += pool.wait(at_most=left)
@@ -1047,7 +1087,7 @@ def run_batch(session_ids: list[str]) -> int:
     task = _Batch(RoundConfig.from_settings(), len(claimed))
     stored = task.keep(task.start(claimed))
     while task.pool.busy():
-        stored += task.keep(_finished_together(task.pool, task.leases))
+        stored += task.keep(_finished_together(task.pool, task.leases, task.ahead))
     return stored
 
 
@@ -1059,12 +1099,14 @@ class _Batch:
         self.pool = _worker_pool(cfg, slots)
         self.by_id: dict[str, _Claimed] = {}
         self.leases = _Leases({})
+        self.ahead = _ReadAhead()
 
     def start(self, claimed: list[_Claimed]) -> list[RunResult]:
         """Onto the replay threads, their leases held; the results of those that could not
         be started."""
         for round_id in {held.round_id for held in claimed}:
             _reads_of(round_id).read([held.job for held in claimed if held.round_id == round_id])
+            self.ahead.arm(round_id)
         for held in claimed:
             self.by_id[held.job.session_id] = held
             self.leases.held[held.job.session_id] = held.attempt

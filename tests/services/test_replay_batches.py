@@ -191,6 +191,7 @@ def test_a_batchs_bookkeeping_is_the_same_few_statements_whatever_its_size(
 ):
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_batches:together"
     monkeypatch.setattr(dispatch, "COALESCE_S", 10.0)  # ended together, even on a busy machine
+    monkeypatch.setattr(dispatch, "READ_AHEAD_S", 10.0)  # nothing opened ahead to read
     dispatch.forget_rounds()
     corpus(failing("F-1"), failing("F-2"))
     rule("R-1")
@@ -442,3 +443,36 @@ def test_a_round_whose_workers_take_replays_ahead_never_runs_more_than_its_slots
     # Some replays went on a task of their own, the others were taken: fewer tasks than a
     # task per batch of 2.
     assert vround.summary["replay_tasks"] < rows.count() / 2 and vround.summary["replays_taken"] > 0
+
+
+def lasting(case, context):
+    """A replay that lasts 0.2 s."""
+    import time
+
+    time.sleep(0.2)
+    return {"traces": [{"metrics": {"task_completion": 0.9}}]}
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("signals_dropped")
+def test_a_task_reads_the_replays_opened_ahead_while_its_own_run(settings, monkeypatch):
+    # The candidate and case of the replay it will take are read while its replay runs, not
+    # between the two.
+    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_batches:lasting"
+    monkeypatch.setattr(dispatch, "READ_AHEAD_S", 0.05)
+    dispatch.forget_rounds()
+    corpus(failing("F-1"), failing("F-2"))
+    rule("R-1")
+    (first,) = opened(job("F-1"))
+    opened(job("F-2", 1))  # the round's next replay, opened ahead
+    reads = []
+    real = dispatch._RoundReads.read_ids
+
+    def spied(self, rule_ids, case_ids):
+        reads.append((sorted(set(case_ids) - self.cases.keys()), row(first).status))
+        return real(self, rule_ids, case_ids)
+
+    monkeypatch.setattr(dispatch._RoundReads, "read_ids", spied)
+    assert dispatch.run_batch([first]) == 2  # it took the one opened ahead, and ran it
+    assert (["F-2"], "running") in reads  # read while the first still ran
+    assert (["F-2"], "done") not in reads  # not when it was taken
