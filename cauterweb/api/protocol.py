@@ -17,6 +17,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.operation import Operation
 from ninja.parser import Parser
 from ninja.security import HttpBearer, django_auth
 
@@ -88,6 +89,29 @@ logger = logging.getLogger("cauterweb.api")
 API_PREFIX = "/api/"
 # The error statuses every operation documents in the OpenAPI schema.
 ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 415, 422)}
+
+
+def _shared_response_models(create):
+    """ninja builds a pydantic model for each status of each operation: with the eight error
+    statuses that is 9 models an operation, ~200 in all, built at import by every process that
+    loads the URLs (`manage.py check` included) although they differ only in what they wrap.
+    One model per wrapped type serves every operation and status alike (they are read, never
+    changed: validation of a result and its OpenAPI schema)."""
+    models: dict = {}
+
+    def shared(self, response_param):
+        try:
+            return models[response_param]
+        except KeyError:
+            return models.setdefault(response_param, create(self, response_param))
+        except TypeError:  # an unhashable annotation: its own model, as ninja builds it
+            return create(self, response_param)
+
+    return shared
+
+
+# Before any router module declares its operations: each imports ERRORS from here first.
+Operation._create_response_model = _shared_response_models(Operation._create_response_model)
 
 
 class ApiError(Exception):

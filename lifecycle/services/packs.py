@@ -7,13 +7,13 @@ any rule is written; imported rules become candidates, and the evidence a pack c
 as provenance to be shown, never trusted.
 """
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Literal
 
-import yaml
 from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -266,7 +266,7 @@ def export_pack(
     document["checksum"] = pack_checksum(document)
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    return _dump_yaml(document)
 
 
 # ---- agent files --------------------------------------------------------------------------
@@ -366,31 +366,43 @@ def pack_text(*, scopes: list[str] | None, states: list[str] | None, fmt: str) -
     raise InvalidSelection(f"format must be one of {formats}", field="format")
 
 
-class _PackLoader(yaml.SafeLoader):
+@functools.cache
+def _pack_loader():
     """SafeLoader (no Python tags, nothing executed) minus what plain data does not need:
     anchors/aliases (a billion-laughs pack would expand on checksum) and timestamps (they
-    would come back as datetimes and change the checksum)."""
+    would come back as datetimes and change the checksum). PyYAML is imported here, by the
+    first pack read or written, not by every process that loads the API."""
+    import yaml
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.constructor.ConstructorError(
-                None, None, "anchors and aliases are not allowed in a pack", event.start_mark
-            )
-        return super().compose_node(parent, index)
+    class PackLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.constructor.ConstructorError(
+                    None, None, "anchors and aliases are not allowed in a pack", event.start_mark
+                )
+            return super().compose_node(parent, index)
+
+    PackLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return PackLoader
 
 
-_PackLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+def _dump_yaml(document) -> str:
+    import yaml
+
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _parse(text: str) -> tuple[object, list[PackError]]:
+    import yaml
+
     try:
         if text.lstrip().startswith(("{", "[")):
             return jsonsafe.loads(text), []
-        document = yaml.load(text, Loader=_PackLoader)  # noqa: S506 - a SafeLoader subclass
+        document = yaml.load(text, Loader=_pack_loader())  # noqa: S506 - a SafeLoader subclass
         # YAML has no depth bound of its own; the checks that follow walk the document.
         jsonsafe.check_depth(document)
         return document, []
@@ -750,5 +762,5 @@ def seal_pack(text: str) -> Sealed:
     if text.lstrip().startswith(("{", "[")):
         sealed = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     else:
-        sealed = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+        sealed = _dump_yaml(document)
     return Sealed(sealed, previous, document["checksum"])
