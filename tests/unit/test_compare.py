@@ -504,6 +504,9 @@ SPLITS |= {"blind_k", "blind_l", "blind_s", "blind_x", "blind_y", "blind_z"}
 SPLITS |= {"blind_aa", "blind_ab", "blind_ac", "blind_ad", "blind_ae", "blind_af"}
 SPLITS |= {"blind_ba", "blind_bb", "blind_bc", "blind_bd", "blind_be", "blind_bf"}
 SPLITS |= {"blind_ca", "blind_cb", "blind_cc", "blind_cd", "blind_ce", "blind_cf"}
+# Pairs in other writers' styles (shorthand, non-native English, narratives, tickets,
+# flags for words) with same-domain hard negatives; blind_style_x is held out.
+SPLITS |= {f"train_style_{c}" for c in "abcdefg"} | {"blind_style_x"}
 
 
 def test_the_eval_set_is_large_varied_and_well_formed():
