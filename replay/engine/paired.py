@@ -241,7 +241,7 @@ class PairedConfig:
     batch: int = 4
     lower_is_better: frozenset[str] = frozenset()
     spending: str = "obf"
-    retire_spending: str = "last"
+    retire_spending: str = "pocock"
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)
@@ -258,6 +258,11 @@ class PairedConfig:
     # stops for futility on the failing cases (whatever the wins would show: no regression is
     # tested before the last look with the "last" spending) spends no replay on the wins.
     wins_follow: bool = True
+    # The opposite order (docs/semantics.md#s21-3): each look replays the protected wins first
+    # and tests the regressions on them before the failing cases' replays of that look are
+    # asked for, so a rule that visibly breaks a win is retired without them. Needs a
+    # `retire_spending` that spends before the last look to stop anything early.
+    wins_lead: bool = True
 
     def __post_init__(self):
         if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
@@ -342,20 +347,12 @@ def next_requests(
         # budget) is completed before a new one starts, and the arms stay level.
         goal = min(config.max_repeats, (min(have.values()) // config.batch + 1) * config.batch)
         wanted[case.case_id] = {arm: min(config.batch, max(0, goal - have[arm])) for arm in ARMS}
-    failing = [c for c in cases if c.case_kind == FAILING]
-    if config.wins_follow and failing:
-        # The failing cases' replays of a look come first, the wins' then (up to the failing
-        # cases' level), unless the failing cases alone stopped the rule (`wins_behind`).
-        level = min(taken.get((c.case_id, arm), 0) for c in failing for arm in ARMS)
-        short = {
-            c.case_id: {arm: max(0, level - taken.get((c.case_id, arm), 0)) for arm in ARMS}
-            for c in cases
-            if c.case_kind == WIN
-        }
-        if any(any(arms.values()) for arms in short.values()):
-            wanted = {c.case_id: short.get(c.case_id, dict.fromkeys(ARMS, 0)) for c in cases}
-        else:
-            wanted |= {case_id: dict.fromkeys(ARMS, 0) for case_id in short}
+    first = leading_kind(cases, config)
+    if first is not None:
+        # One kind's replays of a look come first, the other's then, up to the first kind's
+        # level: the failing cases' unless they alone stopped the rule (`wins_follow`,
+        # `wins_behind`), or the wins' unless they alone retired it (`wins_lead`).
+        wanted = _second_kind(wanted, taken, cases, first)
     out = []
     for _ in range(config.batch):
         for case in cases:
@@ -364,6 +361,32 @@ def next_requests(
                     wanted[case.case_id][arm] -= 1
                     out.append((case.case_id, arm))
     return out
+
+
+def leading_kind(cases: Sequence[PairedCase], config: PairedConfig) -> str | None:
+    """The kind of case whose replays start each look: WIN with `wins_lead` (when both kinds
+    are selected), FAILING with `wins_follow` (when there is a failing case), else None (every
+    case of a look at once)."""
+    kinds = {c.case_kind for c in cases}
+    if config.wins_lead and kinds >= {FAILING, WIN}:
+        return WIN
+    return FAILING if config.wins_follow and FAILING in kinds else None
+
+
+def _second_kind(wanted: dict, taken: dict, cases: Sequence[PairedCase], first: str) -> dict:
+    """`wanted` with the other kind's cases asked for only up to the level the `first` kind's
+    have in both arms, and nothing of the first kind while the other is short of it."""
+    level = min(
+        taken.get((c.case_id, arm), 0) for c in cases if c.case_kind == first for arm in ARMS
+    )
+    short = {
+        c.case_id: {arm: max(0, level - taken.get((c.case_id, arm), 0)) for arm in ARMS}
+        for c in cases
+        if c.case_kind != first
+    }
+    if any(any(arms.values()) for arms in short.values()):
+        return {c.case_id: short.get(c.case_id, dict.fromkeys(ARMS, 0)) for c in cases}
+    return wanted | {case_id: dict.fromkeys(ARMS, 0) for case_id in short}
 
 
 # --- the decision ------------------------------------------------------------------------------
@@ -381,13 +404,19 @@ def decide_paired(
     beta = futility_level(config, promote_look) if config.futility and early else None
     improvement = _improvement(values, cases, config, promote_look.level, beta)
     done = not next_requests(samples, cases, config)
-    partial = wins_behind(samples, cases)
+    lead, partial = _stage(samples, cases, config)
     if partial and improvement is not None:
         improvement["significant"] = False
     evidence = _evidence(samples, cases, config, promote_look, retire_look)
-    evidence |= {"regressions": regressions, "improvement": improvement}
-    # Before the wins' replays of a look are in, only a futility stop may decide.
-    blamed = [r for r in regressions if r["rejected"]] if not partial else []
+    # Before the wins' replays of a look are in, only a futility stop may decide; with the
+    # wins first, before the failing cases' are in, only a regression (`regressions_tested`).
+    tested, regressions = _charged(regressions, partial, lead, early)
+    evidence |= {"regressions": regressions, "improvement": improvement} | (
+        {"regressions_tested": tested} if lead else {}
+    )
+    blamed = [
+        r for r in regressions if r["rejected"] and tested and (not early or r["kind"] == WIN)
+    ]
     if blamed:
         worst = _strongest(blamed)
         evidence["decisive"] = {"case": worst["case"], "metric": worst["metric"]}
@@ -412,7 +441,7 @@ def decide_paired(
             )
             return PairedVerdict(RETIRE, reason, None, evidence)
         stop = futility_stop(improvement, config)
-        if config.futility and not done and early and stop is not None:
+        if config.futility and not done and early and not (lead and partial) and stop:
             evidence["futility_test"], evidence["futility_bound"], short = stop
             reason = (
                 f"no improvement on {improvement['metric']}: {_figures(improvement)}; {short} "
@@ -543,6 +572,46 @@ def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
     failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
     wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
     return bool(failing and wins) and min(wins) < min(failing)
+
+
+def _charged(regressions: list[dict], partial: bool, lead: bool, early: bool):
+    """(whether this state of a look tests the regressions (`regressions_tested`), the rows).
+    With the wins first, the rows of a state that does not are kept for the holds (`_suspect`
+    reads their effects and spreads) and for the page, which shows a row without an interval
+    as "not tested at this look"; nothing in them is rejected."""
+    tested = regressions_tested(partial, lead, early)
+    if tested or not lead:
+        return tested, regressions
+    return tested, [r | {"ci": [None, None], "rejected": False} for r in regressions]
+
+
+def _stage(samples, cases, config: PairedConfig) -> tuple[bool, bool]:
+    """(wins first, the look's second kind still to come): see `leading_kind`."""
+    lead = leading_kind(cases, config) == WIN
+    return lead, failing_behind(samples, cases) if lead else wins_behind(samples, cases)
+
+
+def failing_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
+    """Whether a failing case has fewer replays, in an arm, than every protected win has in
+    both: the look's wins are in and its failing cases' replays are still to come
+    (`PairedConfig.wins_lead`)."""
+    taken = _repeats_taken(samples)
+    failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
+    wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
+    return bool(failing and wins) and min(failing) < min(wins)
+
+
+def regressions_tested(partial: bool, lead: bool, early: bool) -> bool:
+    """Whether this state of a look may retire on a regression. Each look tests the
+    regressions once, at the level it spends (the union bound over looks needs no more):
+    with the wins first (`lead`), an early look when its wins are in and its failing cases'
+    replays are not (`partial`), the last look when everything is in; otherwise a look once
+    its wins are in. Before the last look only a protected win's regression retires: a
+    failing case that does worse under treatment is the futility stop's to retire, for no
+    improvement (`decide_paired`)."""
+    if lead:
+        return partial if early else not partial
+    return not partial
 
 
 def _suspect(regressions: list[dict], margin: float, se: float) -> dict | None:
