@@ -260,7 +260,7 @@ class PairedConfig:
     batch: int = 4
     lower_is_better: frozenset[str] = frozenset()
     spending: str = "obf"
-    retire_spending: str = "pocock"
+    retire_spending: str = "obf"
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)

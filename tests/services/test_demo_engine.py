@@ -108,21 +108,23 @@ def test_c002_is_retired_for_harming_protected_wins_in_the_treatment_arm(demo):
     completion = next(r for r in wins if r["metric"] == "task_completion")
     assert completion["cases"] == ["S-025", "S-024"]
     assert completion["ci"][1] < 0  # the whole interval is a loss
-    # The wins of each look are replayed first and tested at every look (Pocock spending,
-    # docs/semantics.md#s21-3): the broken wins retire it at its first look, on their 16
-    # replays, before any replay of its failing cases.
+    # The wins of each look are replayed first and tested at every look (docs/semantics.md#s21-3):
+    # the broken wins retire it at its second look, on 56 replays (two looks of its wins, one
+    # of its failing cases), instead of 100 at its last. That second look's wins ran after
+    # C-001 and C-012 were promoted: a different active set, so a different baseline. Each
+    # stratum's treatment is compared with its own control, stratified over the two
+    # (docs/semantics.md#s21-1), never with a mixture of the two.
     paired = evidence["paired"]
-    assert (paired["look"], paired["looks"], paired["replays"]) == (1, 3, 16)
-    assert paired["regressions_tested"] is True and paired["improvement"] is None
-    assert {c: v["arms"]["treatment"]["replays"] for c, v in paired["cases"].items()} == {
-        "F-008": 0,
-        "F-007": 0,
-        "F-006": 0,
-        "S-025": 4,
-        "S-024": 4,
-    }
-    # The wins' controls were replayed once, for C-001, and used by both (the same active set).
-    assert paired["controls"] == {"S-024": {"C-001": 4}, "S-025": {"C-001": 4}}
+    assert (paired["look"], paired["looks"], paired["replays"]) == (2, 3, 56)
+    assert paired["regressions_tested"] is True
+    for case_id in ("S-025", "S-024"):
+        strata = paired["cases"][case_id]["strata"]
+        assert sorted(arms["treatment"] for arms in strata.values()) == [4, 4]
+        assert all(arms["treatment"] == arms["control"] for arms in strata.values())
+    assert paired["active_set"]["rules"] == ["C-001", "C-012"]
+    # The first look's controls were replayed once, for C-001, and used by both.
+    assert paired["controls"]["F-008"] == {"C-001": 4}
+    assert paired["controls"]["S-024"] == {"C-001": 4, "C-002": 4}
     # The reason is the loss a reviewer sees on the page: the protected win S-024, on the
     # metric the rule is decided on (its test spends most of the level: semantics §17.4).
     assert Rule.objects.get(id="C-002").verdict_reason.startswith(
