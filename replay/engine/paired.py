@@ -120,7 +120,7 @@ replays instead of 40). On the grid of bench/bench_noise.py (README) it cut the 
 decided rule at the default selection from about 58 to 52 alone (4 base rates, 60 rules per
 class each) with the same error rates.
 
-The wins lead (`wins_lead`, the default, with `retire_spending` "pocock"; it overrides
+The wins lead (`wins_lead`, the default, with `retire_spending` "obf"; it overrides
 `wins_follow`). Each look replays the wins first and the failing cases then, and the
 regressions are tested at every look, not only at the last. A look's regressions are tested
 once (`regressions_tested`): at an early look when its wins are in and its failing cases'
@@ -129,14 +129,15 @@ bound over looks holds as before. Before the last look only a win's regression r
 failing case that does worse is left to the futility stop, which says "no improvement"), and a
 look whose failing cases are behind neither promotes nor stops for futility. The rows of a
 state that tests nothing keep their effects for the holds (`_suspect`) and lose their interval
-(the page: "not tested at this look"). A rule that breaks a protected win is then retired on
-the wins' replays of its first or second look (16 or 56 replays with 3 failing cases and 2
-wins, instead of 100 with "last"), whether or not it rescues its failing cases; a futility stop
-has paid for its look's wins (40 instead of 24). On the grid's default selection
+(the page: "not tested at this look"). A rule that breaks a protected win is then mostly
+retired on its second look's wins (56 replays with 3 failing cases and 2 wins, 16 when its
+first look's wins show it; 100 with "last"), whether or not it rescues its failing cases; a
+futility stop has paid for its look's wins (40 instead of 24). On the grid's default selection
 (bench/bench_noise.py, 150 rules a class and base, same seed) the replays per decided rule went
-from 84–88 to 59–63 alone and 58–59 to 42–43 shared by three, power for a lift of 0.4 90.7–96.7 %
-(91.3–98.0 % before), wins halved retired 95.3–98.7 % (99.3–100 %), a quarter of the wins'
-success taken retired 49–55 % (67–79 %): the last look keeps 0.012 of the level, where the
+from 84–88 to 71–75 alone and 58–59 to 50 shared by three, power and harm retired unchanged
+within sampling error. "pocock" for regressions cut them to 59–63 and 42–43 but left the last
+look 0.012 of the level: with one protected win a rule halving it was retired 50–63 % of the
+time against 78–85 % (40 rules a base), so "obf", which keeps 0.034 there.
 evidence for a mild harm is.
 
 The futility boundary by a test (`futility_beta`, `futility_effect`; the default, below): an
