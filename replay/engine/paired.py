@@ -109,8 +109,8 @@ and arm that bound is under 0.05 for 1.3 % of rules that change nothing and 2 % 
 bite. An estimate of exactly 0 (a rule that changes nothing the metric can see, every arm
 alike) does not stop: only the last look's interval retires it.
 
-Wins follow the failing cases (`wins_follow`, the default). A look's replays of the failing
-cases come first; its wins' replays are asked for only if the failing cases did not stop the
+Wins follow the failing cases (`wins_follow`; the default until the wins led, below). A
+look's replays of the failing cases come first; its wins' replays are asked for only if the failing cases did not stop the
 rule for futility. Until the wins are in (`wins_behind`) only the futility stop may decide: no
 promotion (the wins may hold it back) and no retirement on a regression (the look's evidence
 is not complete). The futility stop reads the failing cases alone, and with "last" spending no
@@ -164,7 +164,8 @@ the wins against 84 % (the sign retires half of them for no improvement before t
 tested) for 67 replays per decided rule against 52.
 
 The defaults over the grid: 10 repeats per case and arm, looked at after 4, 8 and 10 (batches
-of 4, so the last batch is 2), "obf" for promotion, "last" for regressions, and the rates
+of 4, so the last batch is 2), "obf" for promotion, "last" for regressions (since "obf", with
+the wins first: "The wins lead", above), and the rates
 futility test (`futility_beta` 0.02, `futility_effect` 0.2: 0.01 at each early look). Chosen
 with `bench/oc_paired.py`, which simulates the success counts per case and arm and decides them
 with this module's levels, futility test and exact conditional test (its ties broken at
@@ -274,9 +275,10 @@ class PairedConfig:
     # the look's own test under its shift model (upper bound below `futility_effect`).
     futility_effect: float = 0.2
     futility_beta: float | None = 0.02
-    # Each look replays the failing cases first and the protected wins only then: a look that
-    # stops for futility on the failing cases (whatever the wins would show: no regression is
-    # tested before the last look with the "last" spending) spends no replay on the wins.
+    # With `wins_lead` False: each look replays the failing cases first and the protected wins
+    # only then: a look that stops for futility on the failing cases (whatever the wins would
+    # show: no regression is tested before the last look with the "last" spending) spends no
+    # replay on the wins.
     wins_follow: bool = True
     # The opposite order (docs/semantics.md#s21-3): each look replays the protected wins first
     # and tests the regressions on them before the failing cases' replays of that look are
