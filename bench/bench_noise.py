@@ -400,6 +400,7 @@ def grid_config(args) -> paired.PairedConfig:
         **({"futility": args.futility} if args.futility is not None else {}),
         **({"futility_effect": args.futility_effect} if args.futility_effect is not None else {}),
         **({"wins_follow": args.wins_follow} if args.wins_follow is not None else {}),
+        **({"wins_lead": args.wins_lead} if args.wins_lead is not None else {}),
         **(
             {"futility_beta": None if args.futility_beta <= 0 else args.futility_beta}
             if args.futility_beta is not None
@@ -494,7 +495,8 @@ def grid_main(args) -> None:
         f"{max(ints(args.per_case))} candidates sharing cases); win success {args.win_rate}, "
         f"judged noise ±{args.noise}; alpha {config.alpha}, max repeats {config.max_repeats}, "
         f"batch {config.batch}, futility {config.futility} (effect {config.futility_effect}, "
-        f"beta {config.futility_beta}), wins follow {config.wins_follow}, retire spending "
+        f"beta {config.futility_beta}), wins follow {config.wins_follow}, wins lead "
+        f"{config.wins_lead}, retire spending "
         f"{config.retire_spending}; verifier {'on' if args.verifier else 'off'}; "
         f"seed {args.seed}"
     )
@@ -535,6 +537,11 @@ def main() -> None:
         "--wins-follow",
         action=argparse.BooleanOptionalAction,
         help="replay a look's wins only once its failing cases did not stop it for futility",
+    )
+    parser.add_argument(
+        "--wins-lead",
+        action=argparse.BooleanOptionalAction,
+        help="replay a look's wins first and test the regressions before its failing cases",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-verifier", dest="verifier", action="store_false")

@@ -34,6 +34,10 @@ engine's regression family in two parts (`holm_weighted`) and its holds of a vis
 standard error before the last look and on the deciding metric at it (docs/semantics.md#s17-4).
 Those only hold back or retire more, so its false promotion and futility losses stand for the
 engine's; for power and harm retired read `bench_noise.py --grid`, which runs the engine.
+Nor the engine's order of a look (`PairedConfig.wins_lead`, the default: the wins first, a
+harm on them retiring the rule before its failing cases are replayed): without options it runs
+the engine's spending with the wins after the failing cases, so its replay figures are that
+order's (more for a rule that breaks a win, fewer for a futility stop).
 """
 
 import argparse

@@ -212,7 +212,7 @@ def _untested_harm(figures: dict, margins: Thresholds, rule_metric: str) -> list
         return []
     worst = facts[0]
     tested = any((r.get("ci") or [None, None]) != [None, None] for r in rows)
-    why = "not significant" if tested else "not tested at this look: wins are tested at the last"
+    why = "not significant" if tested else "not tested at this look"
     return [f"{worst.where} did worse too: {worst.words} — {why}"]
 
 

@@ -159,9 +159,12 @@ class CandidateRun:
         if self.samples and self.paired_verdict().outcome != paired.PENDING:
             return []
         kinds = {c.id: c.kind for c in self.cases}
-        requests = paired.next_requests(everything, self.paired_cases(), self.paired_config())
-        # A batch of failing cases starts a look; the wins' replays that follow complete it.
-        new_look = any(kinds[case_id] == "failing" for case_id, _ in requests)
+        cases, config = self.paired_cases(), self.paired_config()
+        requests = paired.next_requests(everything, cases, config)
+        # A batch of the kind that leads a look (the failing cases, or the wins with
+        # `wins_lead`) starts a look; the other kind's replays that follow complete it.
+        first = paired.leading_kind(cases, config) or paired.FAILING
+        new_look = any(kinds[case_id] == first for case_id, _ in requests)
         if new_look and self.looks >= self.cfg.looks_per_round:
             return []
         # Treatment repeats are the candidate's own, numbered across strata; control repeats

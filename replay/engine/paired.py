@@ -11,7 +11,7 @@ Interface (no Django; the round gathers the samples and writes what these decide
   ones first, in the order their replays are asked for.
 - `PairedConfig(alpha, promote_margin, regress_margin, max_repeats, batch, lower_is_better,
   spending, retire_spending, family, resamples, futility, futility_effect, futility_beta,
-  wins_follow)`.
+  wins_follow, wins_lead)`.
 - `decide_paired(samples, cases, config) -> PairedVerdict(outcome, reason, pending_reason,
   evidence)`: "promote", "retire" or "pending" (`replay_inconclusive`).
 - `next_requests(samples, cases, config) -> [(case_id, arm), ...]`: the next batch, arms
@@ -109,8 +109,8 @@ and arm that bound is under 0.05 for 1.3 % of rules that change nothing and 2 % 
 bite. An estimate of exactly 0 (a rule that changes nothing the metric can see, every arm
 alike) does not stop: only the last look's interval retires it.
 
-Wins follow the failing cases (`wins_follow`, the default). A look's replays of the failing
-cases come first; its wins' replays are asked for only if the failing cases did not stop the
+Wins follow the failing cases (`wins_follow`; the default until the wins led, below). A
+look's replays of the failing cases come first; its wins' replays are asked for only if the failing cases did not stop the
 rule for futility. Until the wins are in (`wins_behind`) only the futility stop may decide: no
 promotion (the wins may hold it back) and no retirement on a regression (the look's evidence
 is not complete). The futility stop reads the failing cases alone, and with "last" spending no
@@ -119,6 +119,26 @@ changes is that a futility stop spends no replay on the wins (3 failing cases an
 replays instead of 40). On the grid of bench/bench_noise.py (README) it cut the replays per
 decided rule at the default selection from about 58 to 52 alone (4 base rates, 60 rules per
 class each) with the same error rates.
+
+The wins lead (`wins_lead`, the default, with `retire_spending` "obf"; it overrides
+`wins_follow`). Each look replays the wins first and the failing cases then, and the
+regressions are tested at every look, not only at the last. A look's regressions are tested
+once (`regressions_tested`): at an early look when its wins are in and its failing cases'
+replays are not yet (`failing_behind`), at the last look once everything is in; so the union
+bound over looks holds as before. Before the last look only a win's regression retires (a
+failing case that does worse is left to the futility stop, which says "no improvement"), and a
+look whose failing cases are behind neither promotes nor stops for futility. The rows of a
+state that tests nothing keep their effects for the holds (`_suspect`) and lose their interval
+(the page: "not tested at this look"). A rule that breaks a protected win is then mostly
+retired on its second look's wins (56 replays with 3 failing cases and 2 wins, 16 when its
+first look's wins show it; 100 with "last"), whether or not it rescues its failing cases; a
+futility stop has paid for its look's wins (40 instead of 24). On the grid's default selection
+(bench/bench_noise.py, 150 rules a class and base, same seed) the replays per decided rule went
+from 84–88 to 71–75 alone and 58–59 to 50 shared by three, power and harm retired unchanged
+within sampling error. "pocock" for regressions cut them to 59–63 and 42–43 but left the last
+look 0.012 of the level: with one protected win a rule halving it was retired 50–63 % of the
+time against 78–85 % (40 rules a base), so "obf", which keeps 0.034 there.
+evidence for a mild harm is.
 
 The futility boundary by a test (`futility_beta`, `futility_effect`; the default, below): an
 early look stops only when a test rejects "every failing case is lifted by `futility_effect`" at
@@ -144,7 +164,8 @@ the wins against 84 % (the sign retires half of them for no improvement before t
 tested) for 67 replays per decided rule against 52.
 
 The defaults over the grid: 10 repeats per case and arm, looked at after 4, 8 and 10 (batches
-of 4, so the last batch is 2), "obf" for promotion, "last" for regressions, and the rates
+of 4, so the last batch is 2), "obf" for promotion, "last" for regressions (since "obf", with
+the wins first: "The wins lead", above), and the rates
 futility test (`futility_beta` 0.02, `futility_effect` 0.2: 0.01 at each early look). Chosen
 with `bench/oc_paired.py`, which simulates the success counts per case and arm and decides them
 with this module's levels, futility test and exact conditional test (its ties broken at
@@ -241,7 +262,7 @@ class PairedConfig:
     batch: int = 4
     lower_is_better: frozenset[str] = frozenset()
     spending: str = "obf"
-    retire_spending: str = "last"
+    retire_spending: str = "obf"
     family: str = "pooled"
     resamples: int = stats.RESAMPLES
     futility: bool = True  # retire at an early look whose effect is clearly short (below)
@@ -254,10 +275,16 @@ class PairedConfig:
     # the look's own test under its shift model (upper bound below `futility_effect`).
     futility_effect: float = 0.2
     futility_beta: float | None = 0.02
-    # Each look replays the failing cases first and the protected wins only then: a look that
-    # stops for futility on the failing cases (whatever the wins would show: no regression is
-    # tested before the last look with the "last" spending) spends no replay on the wins.
+    # With `wins_lead` False: each look replays the failing cases first and the protected wins
+    # only then: a look that stops for futility on the failing cases (whatever the wins would
+    # show: no regression is tested before the last look with the "last" spending) spends no
+    # replay on the wins.
     wins_follow: bool = True
+    # The opposite order (docs/semantics.md#s21-3): each look replays the protected wins first
+    # and tests the regressions on them before the failing cases' replays of that look are
+    # asked for, so a rule that visibly breaks a win is retired without them. Needs a
+    # `retire_spending` that spends before the last look to stop anything early.
+    wins_lead: bool = True
 
     def __post_init__(self):
         if not 0 < self.alpha < 1 or self.max_repeats < 1 or self.batch < 1:
@@ -342,20 +369,12 @@ def next_requests(
         # budget) is completed before a new one starts, and the arms stay level.
         goal = min(config.max_repeats, (min(have.values()) // config.batch + 1) * config.batch)
         wanted[case.case_id] = {arm: min(config.batch, max(0, goal - have[arm])) for arm in ARMS}
-    failing = [c for c in cases if c.case_kind == FAILING]
-    if config.wins_follow and failing:
-        # The failing cases' replays of a look come first, the wins' then (up to the failing
-        # cases' level), unless the failing cases alone stopped the rule (`wins_behind`).
-        level = min(taken.get((c.case_id, arm), 0) for c in failing for arm in ARMS)
-        short = {
-            c.case_id: {arm: max(0, level - taken.get((c.case_id, arm), 0)) for arm in ARMS}
-            for c in cases
-            if c.case_kind == WIN
-        }
-        if any(any(arms.values()) for arms in short.values()):
-            wanted = {c.case_id: short.get(c.case_id, dict.fromkeys(ARMS, 0)) for c in cases}
-        else:
-            wanted |= {case_id: dict.fromkeys(ARMS, 0) for case_id in short}
+    first = leading_kind(cases, config)
+    if first is not None:
+        # One kind's replays of a look come first, the other's then, up to the first kind's
+        # level: the failing cases' unless they alone stopped the rule (`wins_follow`,
+        # `wins_behind`), or the wins' unless they alone retired it (`wins_lead`).
+        wanted = _second_kind(wanted, taken, cases, first)
     out = []
     for _ in range(config.batch):
         for case in cases:
@@ -364,6 +383,32 @@ def next_requests(
                     wanted[case.case_id][arm] -= 1
                     out.append((case.case_id, arm))
     return out
+
+
+def leading_kind(cases: Sequence[PairedCase], config: PairedConfig) -> str | None:
+    """The kind of case whose replays start each look: WIN with `wins_lead` (when both kinds
+    are selected), FAILING with `wins_follow` (when there is a failing case), else None (every
+    case of a look at once)."""
+    kinds = {c.case_kind for c in cases}
+    if config.wins_lead and kinds >= {FAILING, WIN}:
+        return WIN
+    return FAILING if config.wins_follow and FAILING in kinds else None
+
+
+def _second_kind(wanted: dict, taken: dict, cases: Sequence[PairedCase], first: str) -> dict:
+    """`wanted` with the other kind's cases asked for only up to the level the `first` kind's
+    have in both arms, and nothing of the first kind while the other is short of it."""
+    level = min(
+        taken.get((c.case_id, arm), 0) for c in cases if c.case_kind == first for arm in ARMS
+    )
+    short = {
+        c.case_id: {arm: max(0, level - taken.get((c.case_id, arm), 0)) for arm in ARMS}
+        for c in cases
+        if c.case_kind != first
+    }
+    if any(any(arms.values()) for arms in short.values()):
+        return {c.case_id: short.get(c.case_id, dict.fromkeys(ARMS, 0)) for c in cases}
+    return wanted | {case_id: dict.fromkeys(ARMS, 0) for case_id in short}
 
 
 # --- the decision ------------------------------------------------------------------------------
@@ -381,13 +426,19 @@ def decide_paired(
     beta = futility_level(config, promote_look) if config.futility and early else None
     improvement = _improvement(values, cases, config, promote_look.level, beta)
     done = not next_requests(samples, cases, config)
-    partial = wins_behind(samples, cases)
+    lead, partial = _stage(samples, cases, config)
     if partial and improvement is not None:
         improvement["significant"] = False
     evidence = _evidence(samples, cases, config, promote_look, retire_look)
-    evidence |= {"regressions": regressions, "improvement": improvement}
-    # Before the wins' replays of a look are in, only a futility stop may decide.
-    blamed = [r for r in regressions if r["rejected"]] if not partial else []
+    # Before the wins' replays of a look are in, only a futility stop may decide; with the
+    # wins first, before the failing cases' are in, only a regression (`regressions_tested`).
+    tested, regressions = _charged(regressions, partial, lead, early)
+    evidence |= {"regressions": regressions, "improvement": improvement} | (
+        {"regressions_tested": tested} if lead else {}
+    )
+    blamed = [
+        r for r in regressions if r["rejected"] and tested and (not early or r["kind"] == WIN)
+    ]
     if blamed:
         worst = _strongest(blamed)
         evidence["decisive"] = {"case": worst["case"], "metric": worst["metric"]}
@@ -412,7 +463,7 @@ def decide_paired(
             )
             return PairedVerdict(RETIRE, reason, None, evidence)
         stop = futility_stop(improvement, config)
-        if config.futility and not done and early and stop is not None:
+        if config.futility and not done and early and not (lead and partial) and stop:
             evidence["futility_test"], evidence["futility_bound"], short = stop
             reason = (
                 f"no improvement on {improvement['metric']}: {_figures(improvement)}; {short} "
@@ -543,6 +594,46 @@ def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
     failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
     wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
     return bool(failing and wins) and min(wins) < min(failing)
+
+
+def _charged(regressions: list[dict], partial: bool, lead: bool, early: bool):
+    """(whether this state of a look tests the regressions (`regressions_tested`), the rows).
+    With the wins first, the rows of a state that does not are kept for the holds (`_suspect`
+    reads their effects and spreads) and for the page, which shows a row without an interval
+    as "not tested at this look"; nothing in them is rejected."""
+    tested = regressions_tested(partial, lead, early)
+    if tested or not lead:
+        return tested, regressions
+    return tested, [r | {"ci": [None, None], "rejected": False} for r in regressions]
+
+
+def _stage(samples, cases, config: PairedConfig) -> tuple[bool, bool]:
+    """(wins first, the look's second kind still to come): see `leading_kind`."""
+    lead = leading_kind(cases, config) == WIN
+    return lead, failing_behind(samples, cases) if lead else wins_behind(samples, cases)
+
+
+def failing_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
+    """Whether a failing case has fewer replays, in an arm, than every protected win has in
+    both: the look's wins are in and its failing cases' replays are still to come
+    (`PairedConfig.wins_lead`)."""
+    taken = _repeats_taken(samples)
+    failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
+    wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
+    return bool(failing and wins) and min(failing) < min(wins)
+
+
+def regressions_tested(partial: bool, lead: bool, early: bool) -> bool:
+    """Whether this state of a look may retire on a regression. Each look tests the
+    regressions once, at the level it spends (the union bound over looks needs no more):
+    with the wins first (`lead`), an early look when its wins are in and its failing cases'
+    replays are not (`partial`), the last look when everything is in; otherwise a look once
+    its wins are in. Before the last look only a protected win's regression retires: a
+    failing case that does worse under treatment is the futility stop's to retire, for no
+    improvement (`decide_paired`)."""
+    if lead:
+        return partial if early else not partial
+    return not partial
 
 
 def _suspect(regressions: list[dict], margin: float, se: float) -> dict | None:

@@ -185,7 +185,7 @@ def test_c002s_headline_names_the_protected_win_it_broke(signed_in, shot):
     expect(replays).not_to_have_attribute("open", "")
     replays.locator("summary").click()
     expect(replays.locator("table.cases").first).to_be_visible()
-    expect(replays).to_contain_text("Page 1 of 5")
+    expect(replays).to_contain_text("Page 1 of 3")
 
 
 def test_the_charts_page_labels_every_series(signed_in, shot):

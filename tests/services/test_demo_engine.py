@@ -105,22 +105,26 @@ def test_c002_is_retired_for_harming_protected_wins_in_the_treatment_arm(demo):
     assert {case["arm"] for case in evidence["cases"]} == {"treatment", "control"}
     rejected = [r for r in evidence["paired"]["regressions"] if r["rejected"]]
     wins = [r for r in rejected if r["kind"] == "win"]
-    outcome = next(r for r in wins if r["metric"] == "outcome_correct")
-    assert outcome["cases"] == ["S-025", "S-024"]
-    assert outcome["ci"][1] < 0  # the whole interval is a loss
-    # Its second and last looks came after C-001 was promoted: a different active set, so a
-    # different baseline. Each stratum's treatment is compared with its own control, stratified
-    # over the two (docs/semantics.md#s21-1), never with a mixture of the two.
+    completion = next(r for r in wins if r["metric"] == "task_completion")
+    assert completion["cases"] == ["S-025", "S-024"]
+    assert completion["ci"][1] < 0  # the whole interval is a loss
+    # The wins of each look are replayed first and tested at every look (docs/semantics.md#s21-3):
+    # the broken wins retire it at its second look, on 56 replays (two looks of its wins, one
+    # of its failing cases), instead of 100 at its last. That second look's wins ran after
+    # C-001 and C-012 were promoted: a different active set, so a different baseline. Each
+    # stratum's treatment is compared with its own control, stratified over the two
+    # (docs/semantics.md#s21-1), never with a mixture of the two.
     paired = evidence["paired"]
-    assert (paired["look"], paired["looks"], paired["replays"]) == (3, 3, 100)
-    for case_id in ("F-008", "F-007", "F-006", "S-025", "S-024"):
+    assert (paired["look"], paired["looks"], paired["replays"]) == (2, 3, 56)
+    assert paired["regressions_tested"] is True
+    for case_id in ("S-025", "S-024"):
         strata = paired["cases"][case_id]["strata"]
-        assert sorted(arms["treatment"] for arms in strata.values()) == [4, 6]
+        assert sorted(arms["treatment"] for arms in strata.values()) == [4, 4]
         assert all(arms["treatment"] == arms["control"] for arms in strata.values())
     assert paired["active_set"]["rules"] == ["C-001", "C-012"]
-    assert paired["improvement"]["strata"] == 6
     # The first look's controls were replayed once, for C-001, and used by both.
-    assert paired["controls"]["F-008"] == {"C-001": 4, "C-002": 6}
+    assert paired["controls"]["F-008"] == {"C-001": 4}
+    assert paired["controls"]["S-024"] == {"C-001": 4, "C-002": 4}
     # The reason is the loss a reviewer sees on the page: the protected win S-024, on the
     # metric the rule is decided on (its test spends most of the level: semantics §17.4).
     assert Rule.objects.get(id="C-002").verdict_reason.startswith(
@@ -132,10 +136,10 @@ def test_c002_is_retired_for_harming_protected_wins_in_the_treatment_arm(demo):
 def test_c007_is_retired_for_no_improvement_when_its_first_look_rules_a_lift_out(demo):
     # The simulated agent replays a case the same way every time: a rule that changes nothing
     # shows exactly 0 in both arms, and 4 such replays rule a lift of 0.2 out (a futility stop,
-    # docs/semantics.md#s21-3), before its wins are replayed.
+    # docs/semantics.md#s21-3), after its wins' replays of that look (they come first).
     evidence = _decision("C-007", "rule_retired")
     paired = evidence["paired"]
-    assert (paired["look"], paired["looks"], paired["replays"]) == (1, 3, 24)
+    assert (paired["look"], paired["looks"], paired["replays"]) == (1, 3, 40)
     for case_id in ("F-024", "F-023", "F-022"):
         arms = paired["cases"][case_id]["arms"]
         assert arms["treatment"]["replays"] == arms["control"]["replays"] == 4
@@ -201,14 +205,12 @@ def test_c014_is_promoted_by_the_next_round_on_all_its_samples(demo):
     assert (rule.state, rule.replay_attempts) == ("active", 1)
     paired = _decision("C-014", "rule_promoted")["paired"]
     assert (paired["look"], paired["replays"]) == (2, 80)
-    # Its failing cases' first 4 control replays were C-007's, under the same active set
-    # (C-007 replayed the same cases, and stopped for futility after 4, before its wins): of
-    # the 40 control samples it used 12 are C-007's rows, 28 its own.
-    assert ReplaySample.objects.filter(rule_id="C-014").count() == 40 + 28
+    # Every case's first 4 control replays were C-007's, under the same active set (C-007
+    # replayed the same cases, its wins then its failing cases, and stopped for futility after
+    # 4): of the 40 control samples it used 20 are C-007's rows, 20 its own.
+    assert ReplaySample.objects.filter(rule_id="C-014").count() == 40 + 20
     failing, wins = ("F-024", "F-023", "F-022"), ("S-037", "S-036")
-    assert paired["controls"] == {case: {"C-007": 4, "C-014": 4} for case in failing} | {
-        case: {"C-014": 8} for case in wins
-    }
+    assert paired["controls"] == {case: {"C-007": 4, "C-014": 4} for case in failing + wins}
     assert paired["improvement"]["significant"]
 
 

@@ -9,7 +9,7 @@ from lifecycle.validation import read_jsonl
 from replay.models import ReplaySample
 from replay.rounds import round_run
 from tests.builders import T0, jsonl, report
-from tests.scenarios import corpus, failing, rule
+from tests.scenarios import corpus, failing, rule, win
 
 ARMS_SEEN: list = []
 
@@ -306,4 +306,53 @@ def test_with_the_defaults_a_first_look_that_rules_a_lift_out_retires_with_its_j
     assert evidence["improvement"]["futility_beta"] == 0.01
     assert (retired["from"], retired["to"], retired["reason"]) == ("candidate", "retired", reason)
     assert retired["paired"] == evidence
+    assert Rule.objects.get(pk="R-1").state == "retired"
+
+
+def breaks_the_wins(case, context):
+    """The candidate, once read, loses every protected win's task and changes nothing on the
+    failing case; without it each case replays as recorded."""
+    context.mark_execution_started()
+    shown = [r["id"] for r in context.rule_tool(scope=case.rule["scope"])]
+    metrics = dict(case.trajectory["metrics"])
+    if case.kind == "win" and case.rule["id"] in shown:
+        metrics["task_completion"] = 0.0
+    return {"traces": [{"metrics": metrics}]}
+
+
+@pytest.mark.django_db
+def test_with_the_defaults_a_broken_win_retires_before_the_failing_case_is_replayed(paired):
+    # The wins of each look come first and their regressions are tested at every look
+    # (docs/semantics.md#s21-3): two wins lost 4 times of 4 against 4 of 4 kept (p 1/12870,
+    # under the first look's O'Brien–Fleming share) retire the rule on 16 replays, none of
+    # them of the failing case.
+    paired.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_rounds_paired:breaks_the_wins"
+    paired.CAUTERWEB_MAX_PROTECTED_WINS = 2
+    corpus(failing("F-1"), win("W-1", 1), win("W-2", 2))
+    rule()
+    vround = round_run()
+    rows = round_events(vround.pk)
+    assert [(e.type, e.rule_id) for e in rows] == [
+        ("validation_round_started", None),
+        ("validation_candidate_started", "R-1"),
+        *[("validation_replay_case", "R-1")] * 16,
+        ("validation_verdict", "R-1"),
+        ("rule_retired", "R-1"),
+        ("validation_round_finished", None),
+    ]
+    cases = [e.evidence for e in rows if e.type == "validation_replay_case"]
+    assert {c["case"] for c in cases} == {"W-1", "W-2"}
+    assert sorted((c["case"], c["arm"]) for c in cases) == sorted(
+        [(w, a) for w in ("W-1", "W-2") for a in ("treatment", "control")] * 4
+    )
+    verdict, retired = rows[-3].evidence, rows[-2].evidence
+    assert verdict["outcome"] == "retire"
+    assert verdict["reason"].startswith("regressed task_completion on protected win W-")
+    evidence = verdict["details"]["replay"]["paired"]
+    assert (evidence["look"], evidence["looks"], evidence["replays"]) == (1, 3, 16)
+    assert evidence["regressions_tested"] is True
+    assert evidence["spending"] == {"promote": "obf", "retire": "obf"}
+    assert evidence["improvement"] is None  # the failing case was never replayed
+    assert retired["reason"] == verdict["reason"] and retired["paired"] == evidence
+    assert ReplaySample.objects.filter(rule_id="R-1", case_id="F-1").count() == 0
     assert Rule.objects.get(pk="R-1").state == "retired"

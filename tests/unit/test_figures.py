@@ -338,7 +338,11 @@ def _paired_evidence(lift: float, repeats: int, *, win_harm: float = 0.0) -> dic
                     )
                 )
     return paired.decide_paired(
-        samples, cases, paired.PairedConfig(max_repeats=8, futility_beta=None)
+        samples,
+        cases,
+        paired.PairedConfig(
+            max_repeats=8, futility_beta=None, retire_spending="last", wins_lead=False
+        ),
     ).evidence
 
 

@@ -29,7 +29,11 @@ def evidence(values: dict, *, repeats: int = 4, retire_on=("task_completion",)) 
                 jitter = {m: v + 0.01 * (repeat % 2) for m, v in metrics.items()}
                 samples.append(paired.Sample(case.case_id, case.case_kind, arm, repeat, jitter))
     verdict = paired.decide_paired(
-        samples, cases, paired.PairedConfig(max_repeats=8, futility_beta=None)
+        samples,
+        cases,
+        paired.PairedConfig(
+            max_repeats=8, futility_beta=None, retire_spending="last", wins_lead=False
+        ),
     )
     return {"outcome": verdict.outcome, "reason": verdict.reason, **verdict.evidence}
 

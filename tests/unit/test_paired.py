@@ -21,9 +21,15 @@ from replay.engine.paired import (
 from tests.paired_cases import FAILING, OC, WINS, C, T
 
 # The mechanics with four looks: batches of 2, Pocock-style spending for promotion, OBF-like
-# for regressions (the defaults, tuned by bench/bench_noise.py, are tested on their own below).
+# for regressions (the defaults, tuned by bench/bench_noise.py, are tested on their own below),
+# every case of a look decided at once (the wins first is test_paired_lead.py's).
 CFG = PairedConfig(
-    batch=2, spending="pocock", retire_spending="obf", max_repeats=8, futility_beta=None
+    batch=2,
+    spending="pocock",
+    retire_spending="obf",
+    max_repeats=8,
+    futility_beta=None,
+    wins_lead=False,
 )
 
 
@@ -440,7 +446,7 @@ def test_only_a_visible_regression_on_a_win_holds_back_a_promotion(treated, cont
 
 def test_eight_repeats_are_two_looks_obf_for_promotion_and_regressions_at_the_last_look():
     # The defaults before the grid retuned them (test_paired_defaults.py has today's).
-    cfg = PairedConfig(max_repeats=8, futility_beta=None)
+    cfg = PairedConfig(max_repeats=8, futility_beta=None, retire_spending="last", wins_lead=False)
     assert (cfg.alpha, cfg.promote_margin, cfg.regress_margin) == (0.05, 0.05, 0.05)
     assert (cfg.max_repeats, cfg.batch, cfg.family) == (8, 4, "pooled")
     assert (cfg.spending, cfg.retire_spending) == ("obf", "last")

@@ -36,6 +36,8 @@ def runs(successes: int, n: int) -> list[float]:
 def test_the_defaults_are_ten_repeats_in_looks_of_four_with_the_rates_futility_test():
     assert (DEFAULTS.max_repeats, DEFAULTS.batch, DEFAULTS.spending) == (10, 4, "obf")
     assert (DEFAULTS.futility_beta, DEFAULTS.futility_effect) == (0.02, 0.2)
+    # The wins of each look first, their regressions tested at every look (O'Brien–Fleming).
+    assert (DEFAULTS.wins_lead, DEFAULTS.retire_spending) == (True, "obf")
     # Looks at 4, 8 and 10 repeats: the last batch is the two repeats left.
     assert len(next_requests(every_case(runs(2, 4), runs(1, 4)), FAILING, DEFAULTS)) == 24
     assert len(next_requests(every_case(runs(4, 8), runs(4, 8)), FAILING, DEFAULTS)) == 12

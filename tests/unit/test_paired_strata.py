@@ -178,7 +178,7 @@ WINS = [PairedCase(f"W{i}", "win", None) for i in (1, 2)]
 
 
 def test_a_looks_wins_follow_its_failing_cases():
-    cfg = PairedConfig(max_repeats=8, futility_beta=None, wins_follow=True)
+    cfg = PairedConfig(max_repeats=8, futility_beta=None, wins_follow=True, wins_lead=False)
     first = next_requests([], FAILING + WINS, cfg)
     assert {case for case, _ in first} == {"F1", "F2", "F3"} and len(first) == 24
     samples = []
@@ -195,7 +195,7 @@ def test_a_looks_wins_follow_its_failing_cases():
 
 
 def test_a_futility_stop_needs_no_win_replay():
-    cfg = PairedConfig(max_repeats=8, futility_beta=None, wins_follow=True)
+    cfg = PairedConfig(max_repeats=8, futility_beta=None, wins_follow=True, wins_lead=False)
     samples = []
     for case in ("F1", "F2", "F3"):
         samples += arm(case, T, [0.0] * 4, "") + arm(case, C, [1.0, 0.0, 1.0, 0.0], "")

@@ -35,7 +35,11 @@ def figures(*, win_harm: float, repeats: int = 8) -> dict:
         for r in range(repeats)
     ]
     return paired.decide_paired(
-        samples, cases, paired.PairedConfig(max_repeats=8, futility_beta=None)
+        samples,
+        cases,
+        paired.PairedConfig(
+            max_repeats=8, futility_beta=None, retire_spending="last", wins_lead=False
+        ),
     ).evidence
 
 
