@@ -111,8 +111,8 @@ alike) does not stop: only the last look's interval retires it.
 
 Wins follow the failing cases (`wins_follow`; the default until the wins led, below). A
 look's replays of the failing cases come first; its wins' replays are asked for only if the
-failing cases did not stop the rule for futility. Until the wins are in (`wins_behind`) only the futility stop may decide: no
-promotion (the wins may hold it back) and no retirement on a regression (the look's evidence
+failing cases did not stop the rule for futility. Until the wins are in (`wins_behind`) only
+the futility stop may decide: no promotion (the wins may hold it back) and no retirement on a regression (the look's evidence
 is not complete). The futility stop reads the failing cases alone, and with "last" spending no
 regression is tested before the last look, so the verdicts are those of the whole look; what
 changes is that a futility stop spends no replay on the wins (3 failing cases and 2 wins: 24
