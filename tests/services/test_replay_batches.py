@@ -221,9 +221,7 @@ def test_a_replay_that_cannot_be_started_ends_alone_not_its_batch(settings):
     from lifecycle.models import Trajectory
 
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:instant"
-    dispatch.forget_rounds()
-    corpus(failing("F-1"), failing("F-2"))
-    rule("R-1")
+    two_failing_cases_and_a_candidate()
     ok, gone = opened(job("F-1"), job("F-2"))
     Trajectory.objects.filter(pk="F-2").delete()  # its case vanished since it was sent
     assert dispatch.run_batch([ok, gone]) == 2
@@ -232,12 +230,32 @@ def test_a_replay_that_cannot_be_started_ends_alone_not_its_batch(settings):
     assert row(gone).result["error"].startswith("the replay could not be started: KeyError")
 
 
-def staggered(case, context):
-    """Replays of a batch that end one after another, 60 ms apart."""
+def _kept_after(seconds: float) -> dict:
     import time
 
-    time.sleep(0.06 * (context.repeat + 1))
+    time.sleep(seconds)
     return {"traces": [{"metrics": {"task_completion": 0.9}}]}
+
+
+def two_failing_cases_and_a_candidate() -> None:
+    """F-1 and F-2, R-1 to replay on them, and no round read yet."""
+    dispatch.forget_rounds()
+    corpus(failing("F-1"), failing("F-2"))
+    rule("R-1")
+
+
+def through(settings, monkeypatch, backend: str, **timings: float) -> None:
+    """Replays through this module's `backend`, with the dispatcher's `timings` and no round
+    read yet."""
+    settings.CAUTERWEB_REPLAY_BACKEND = f"tests.services.test_replay_batches:{backend}"
+    for name, value in timings.items():
+        monkeypatch.setattr(dispatch, name, value)
+    dispatch.forget_rounds()
+
+
+def staggered(case, context):
+    """Replays of a batch that end one after another, 60 ms apart."""
+    return _kept_after(0.06 * (context.repeat + 1))
 
 
 @pytest.mark.django_db
@@ -245,9 +263,7 @@ def staggered(case, context):
 def test_a_batchs_leases_are_renewed_on_time_while_its_other_replays_finish(settings, monkeypatch):
     # Results every 60 ms, a heartbeat period of 100 ms: the replays still running are beaten
     # all the same (a wait that ends on a result is no reason to skip a beat).
-    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_batches:staggered"
-    monkeypatch.setattr(dispatch, "HEARTBEAT_S", 0.1)
-    dispatch.forget_rounds()
+    through(settings, monkeypatch, "staggered", HEARTBEAT_S=0.1)
     corpus(failing("F-1"))
     rule("R-1")
     beats = []
@@ -303,9 +319,7 @@ def test_a_store_takes_as_many_of_its_rounds_queued_replays_as_it_kept_in_the_sa
 @pytest.mark.usefixtures("signals_dropped")
 def test_a_task_runs_on_the_replays_it_takes_and_signals_them_with_the_results(settings):
     settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_leases:instant"
-    dispatch.forget_rounds()
-    corpus(failing("F-1"), failing("F-2"))
-    rule("R-1")
+    two_failing_cases_and_a_candidate()
     first, *rest = opened(job("F-1"), job("F-2"), job("F-1", 1))
     # Sent alone, it frees one slot at a time and takes one replay each time: all three run
     # here, one after another, each claimed once.
@@ -447,10 +461,7 @@ def test_a_round_whose_workers_take_replays_ahead_never_runs_more_than_its_slots
 
 def lasting(case, context):
     """A replay that lasts 0.2 s."""
-    import time
-
-    time.sleep(0.2)
-    return {"traces": [{"metrics": {"task_completion": 0.9}}]}
+    return _kept_after(0.2)
 
 
 @pytest.mark.django_db
@@ -458,9 +469,7 @@ def lasting(case, context):
 def test_a_task_reads_the_replays_opened_ahead_while_its_own_run(settings, monkeypatch):
     # The candidate and case of the replay it will take are read while its replay runs, not
     # between the two.
-    settings.CAUTERWEB_REPLAY_BACKEND = "tests.services.test_replay_batches:lasting"
-    monkeypatch.setattr(dispatch, "READ_AHEAD_S", 0.05)
-    dispatch.forget_rounds()
+    through(settings, monkeypatch, "lasting", READ_AHEAD_S=0.05)
     corpus(failing("F-1"), failing("F-2"))
     rule("R-1")
     (first,) = opened(job("F-1"))

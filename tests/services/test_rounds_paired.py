@@ -49,6 +49,18 @@ def round_events(round_id: int) -> list[JournalEvent]:
     return list(JournalEvent.objects.filter(round_id=round_id).order_by("id"))
 
 
+def retired_in_one_round(rule_id: str, *, replays: int) -> list[tuple]:
+    """The journal rows (type, rule) of a round that retires one candidate on its replays."""
+    return [
+        ("validation_round_started", None),
+        ("validation_candidate_started", rule_id),
+        *[("validation_replay_case", rule_id)] * replays,
+        ("validation_verdict", rule_id),
+        ("rule_retired", rule_id),
+        ("validation_round_finished", None),
+    ]
+
+
 @pytest.mark.django_db
 def test_a_rule_that_helps_is_promoted_on_paired_evidence_with_exact_journal_rows(paired):
     # One case: its first look (4 against 4, p ≥ 1/70) cannot be decisive, so every look is
@@ -281,14 +293,7 @@ def test_with_the_defaults_a_first_look_that_rules_a_lift_out_retires_with_its_j
     rule()
     vround = round_run()
     rows = round_events(vround.pk)
-    assert [(e.type, e.rule_id) for e in rows] == [
-        ("validation_round_started", None),
-        ("validation_candidate_started", "R-1"),
-        *[("validation_replay_case", "R-1")] * 8,
-        ("validation_verdict", "R-1"),
-        ("rule_retired", "R-1"),
-        ("validation_round_finished", None),
-    ]
+    assert [(e.type, e.rule_id) for e in rows] == retired_in_one_round("R-1", replays=8)
     reason = (
         "no improvement on task_completion: effect −1.00 [−∞, +∞], p 1; a lift of 0.2 ruled out"
         " at level 0.01 (exact test of the success rates, p 0.000655) at look 1 of 3 (a futility"
@@ -332,14 +337,7 @@ def test_with_the_defaults_a_broken_win_retires_before_the_failing_case_is_repla
     rule()
     vround = round_run()
     rows = round_events(vround.pk)
-    assert [(e.type, e.rule_id) for e in rows] == [
-        ("validation_round_started", None),
-        ("validation_candidate_started", "R-1"),
-        *[("validation_replay_case", "R-1")] * 16,
-        ("validation_verdict", "R-1"),
-        ("rule_retired", "R-1"),
-        ("validation_round_finished", None),
-    ]
+    assert [(e.type, e.rule_id) for e in rows] == retired_in_one_round("R-1", replays=16)
     cases = [e.evidence for e in rows if e.type == "validation_replay_case"]
     assert {c["case"] for c in cases} == {"W-1", "W-2"}
     assert sorted((c["case"], c["arm"]) for c in cases) == sorted(
