@@ -20,6 +20,14 @@ as an empty batch). A WSGI server that de-chunks the body says so with `wsgi.inp
 body limit, and hands it on with its length. A server that passes the chunks through raw gives
 no way to find the body's end: that request is refused with 411 rather than read wrongly.
 
+## One history entry for one URL
+
+A filter form sends on `change` and on `submit`, and Enter in a text field fires both: the
+second request asks for the URL the first one pushed into the history. Pushed again, that URL
+would stand twice in the history and the back button would seem to do nothing once. An htmx
+request for the URL the browser already shows is answered with `HX-Push-Url: false`
+(docs/dashboard.md#history).
+
 ## No NUL character in the dashboard
 
 No NUL character reaches a dashboard view: PostgreSQL cannot hold one in text, so a `%00` in
@@ -32,6 +40,7 @@ import logging
 import re
 import uuid
 from contextvars import ContextVar
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -107,6 +116,29 @@ def _read_body(request: HttpRequest) -> HttpResponse | None:
 def _error(status: int, detail: str) -> JsonResponse:
     # The API's error shape; the dashboard never sends chunked protocol.
     return JsonResponse({"detail": detail, "errors": []}, status=status)
+
+
+# ---- one history entry for one URL ----------------------------------------------------------
+
+
+def htmx_push_once_middleware(get_response):
+    """After django-htmx's middleware (it reads `request.htmx`)."""
+
+    def middleware(request):
+        response = get_response(request)
+        if _shows_already(request) and "HX-Push-Url" not in response:
+            response["HX-Push-Url"] = "false"
+        return response
+
+    return middleware
+
+
+def _shows_already(request) -> bool:
+    htmx = getattr(request, "htmx", None)
+    if not htmx or request.method != "GET" or htmx.history_restore_request:
+        return False
+    shown = urlsplit(htmx.current_url or "")
+    return f"{shown.path}?{shown.query}".rstrip("?") == request.get_full_path()
 
 
 # ---- no NUL character in the dashboard --------------------------------------------------------

@@ -139,6 +139,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "cauterweb.middleware.htmx_push_once_middleware",
     "cauterweb.middleware.refuse_nul_middleware",
 ]
 

@@ -131,6 +131,35 @@ def test_an_htmx_request_gets_only_the_table_fragment(viewer_client, events):
     assert "HX-Request" in response["Vary"]
 
 
+@pytest.mark.parametrize(
+    ("shown", "headers", "pushed"),
+    [
+        # Enter in a filter field sends on `change`, then on `submit` for the URL the first
+        # request pushed: that one pushes nothing more (docs/dashboard.md#history).
+        ("/journal/?type=rule_promoted&rule=R-PUSH", {}, "false"),
+        ("/journal/?type=rule_promoted", {}, None),  # a new filter: pushed as the form says
+        (
+            "/journal/?type=rule_promoted&rule=R-PUSH",
+            {"HTTP_HX_HISTORY_RESTORE_REQUEST": "true"},
+            None,
+        ),
+    ],
+    ids=["same-url", "new-url", "history-restore"],
+)
+def test_a_filter_sent_twice_puts_one_entry_in_the_history(
+    viewer_client, events, shown, headers, pushed
+):
+    response = viewer_client.get(
+        reverse("journal"),
+        {"type": "rule_promoted", "rule": "R-PUSH"},
+        HTTP_HX_CURRENT_URL=f"http://testserver{shown}",
+        **HTMX,
+        **headers,
+    )
+    assert response.status_code == 200
+    assert response.get("HX-Push-Url") == pushed
+
+
 def test_an_empty_journal_says_so(viewer_client):
     assert "The journal is empty" in viewer_client.get(reverse("journal")).content.decode()
 
