@@ -111,7 +111,7 @@ alike) does not stop: only the last look's interval retires it.
 
 Wins follow the failing cases (`wins_follow`; the default until the wins led, below). A
 look's replays of the failing cases come first; its wins' replays are asked for only if the
-failing cases did not stop the rule for futility. Until the wins are in (`wins_behind`) only
+failing cases did not stop the rule for futility. Until the wins are in (`behind`) only
 the futility stop may decide: no promotion (the wins may hold it back) and no retirement on a regression (the look's evidence
 is not complete). The futility stop reads the failing cases alone, and with "last" spending no
 regression is tested before the last look, so the verdicts are those of the whole look; what
@@ -124,7 +124,7 @@ The wins lead (`wins_lead`, the default, with `retire_spending` "obf"; it overri
 `wins_follow`). Each look replays the wins first and the failing cases then, and the
 regressions are tested at every look, not only at the last. A look's regressions are tested
 once (`regressions_tested`): at an early look when its wins are in and its failing cases'
-replays are not yet (`failing_behind`), at the last look once everything is in; so the union
+replays are not yet (`behind`), at the last look once everything is in; so the union
 bound over looks holds as before. Before the last look only a win's regression retires (a
 failing case that does worse is left to the futility stop, which says "no improvement"), and a
 look whose failing cases are behind neither promotes nor stops for futility. The rows of a
@@ -374,7 +374,7 @@ def next_requests(
     if first is not None:
         # One kind's replays of a look come first, the other's then, up to the first kind's
         # level: the failing cases' unless they alone stopped the rule (`wins_follow`,
-        # `wins_behind`), or the wins' unless they alone retired it (`wins_lead`).
+        # `behind`), or the wins' unless they alone retired it (`wins_lead`).
         wanted = _second_kind(wanted, taken, cases, first)
     out = []
     for _ in range(config.batch):
@@ -586,15 +586,18 @@ def _binary(strata: Sequence[stats.Stratum]) -> bool:
     return all(v in (0.0, 1.0) for s in strata for v in (*s.treatment, *s.control))
 
 
-def wins_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
-    """Whether a protected win has fewer replays, in an arm, than every failing case has in
-    both: the look's failing cases are in and its wins' replays are still to come
-    (`PairedConfig.wins_follow`). Such a look may stop for futility; it neither promotes nor
-    retires on a regression."""
+def behind(samples: Sequence[Sample], cases: Sequence[PairedCase], kind: str) -> bool:
+    """Whether a case of `kind` has fewer replays, in an arm, than every case of the other kind
+    has in both: the look's other kind is in and its `kind` replays are still to come. WIN
+    behind (`PairedConfig.wins_follow`): such a look may stop for futility; it neither promotes
+    nor retires on a regression. FAILING behind (`PairedConfig.wins_lead`): such a look may
+    retire on a protected win's regression only (`regressions_tested`)."""
     taken = _repeats_taken(samples)
-    failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
-    wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
-    return bool(failing and wins) and min(wins) < min(failing)
+    levels = {FAILING: [], WIN: []}
+    for c in cases:
+        levels[c.case_kind].extend(taken.get((c.case_id, a), 0) for a in ARMS)
+    other = levels[WIN if kind == FAILING else FAILING]
+    return bool(levels[kind] and other) and min(levels[kind]) < min(other)
 
 
 def _charged(regressions: list[dict], partial: bool, lead: bool, early: bool):
@@ -611,17 +614,7 @@ def _charged(regressions: list[dict], partial: bool, lead: bool, early: bool):
 def _stage(samples, cases, config: PairedConfig) -> tuple[bool, bool]:
     """(wins first, the look's second kind still to come): see `leading_kind`."""
     lead = leading_kind(cases, config) == WIN
-    return lead, failing_behind(samples, cases) if lead else wins_behind(samples, cases)
-
-
-def failing_behind(samples: Sequence[Sample], cases: Sequence[PairedCase]) -> bool:
-    """Whether a failing case has fewer replays, in an arm, than every protected win has in
-    both: the look's wins are in and its failing cases' replays are still to come
-    (`PairedConfig.wins_lead`)."""
-    taken = _repeats_taken(samples)
-    failing = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == FAILING for a in ARMS]
-    wins = [taken.get((c.case_id, a), 0) for c in cases if c.case_kind == WIN for a in ARMS]
-    return bool(failing and wins) and min(failing) < min(wins)
+    return lead, behind(samples, cases, FAILING if lead else WIN)
 
 
 def regressions_tested(partial: bool, lead: bool, early: bool) -> bool:
