@@ -137,7 +137,10 @@ def _shows_already(request) -> bool:
     htmx = getattr(request, "htmx", None)
     if not htmx or request.method != "GET" or htmx.history_restore_request:
         return False
-    shown = urlsplit(htmx.current_url or "")
+    try:
+        shown = urlsplit(htmx.current_url or "")
+    except ValueError:  # a header no browser sends ("http://[::1"): pushed as the page says
+        return False
     return f"{shown.path}?{shown.query}".rstrip("?") == request.get_full_path()
 
 
